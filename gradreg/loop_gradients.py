@@ -30,6 +30,7 @@ from gradreg.builders import apply_op, convert_to_tensor
 from gradreg.control_flow import LoopContext
 from gradreg.errors import GradientError, describe_node
 from gradreg.graph import Graph, Operation, Tensor
+from gradreg.shape_inference import constant_value
 from gradreg.runtime.control_flow import ENTER, EXIT, MERGE, NEXT_ITERATION, SWITCH, Frame, LoopStructure
 
 
@@ -249,8 +250,6 @@ def loop_gradient(graph: Graph, loop: ForwardLoop, exit_grads: dict[Operation, A
         if g is None:
             g = apply_op("ZerosLike", v.exit.outputs[0])
         inits.append(backward.enter(_dense(g), is_constant=False, name="b_exit"))
-    for e in invariants:
-        inits.append(backward.enter(apply_op("ZerosLike", e.inputs[0]), is_constant=False, name="b_acc"))
     with backward.entered():
         merges = [apply_op("Merge", [i, i], name="b_merge")[0] for i in inits]
         backward.pivot = merges[0].op
@@ -261,7 +260,6 @@ def loop_gradient(graph: Graph, loop: ForwardLoop, exit_grads: dict[Operation, A
         backward.pivot = count.op
         next_values = [apply_op("Sub", count, convert_to_tensor(1, dtypes.int32))]
         grad_next = [apply_op("Identity", s[1]) for s in switches[1:1 + len(carried)]]
-        accumulators = [apply_op("Identity", s[1]) for s in switches[1 + len(carried):]]
         ys = [v.next_iteration.inputs[0] for v in carried]
         xs = [v.switch.outputs[1] for v in carried] + [v.merge.outputs[0] for v in carried] + \
              [e.outputs[0] for e in invariants]
@@ -275,20 +273,127 @@ def loop_gradient(graph: Graph, loop: ForwardLoop, exit_grads: dict[Operation, A
                 next_values.append(_dense(total[0]))
             else:
                 next_values.append(apply_op("AddN", [_dense(g) for g in total]))
-        for j, acc in enumerate(accumulators):
-            g = grads[2 * n + j]
-            next_values.append(acc if g is None else apply_op("AddV2", acc, _dense(g)))
         for merge, value in zip(merges, next_values):
             merge.op._update_input(1, apply_op("NextIteration", value))
         exits = [apply_op("Exit", s[0]) for s in switches]
+        # Each invariant's gradient is the sum of its per-iteration contributions: a loop
+        # variable accumulating them, or, where the contribution is linear in per-iteration
+        # values (x_t^T dz_t, a reduction of dz_t), those values collected in lists and
+        # summed by single ops after the loop.
+        totals: list = []
+        collected: dict[Tensor, Tensor] = {}       # per-iteration value -> its list's Exit
+        for j, e in enumerate(invariants):
+            g = grads[2 * n + j]
+            deferred = _deferred_sum(g) if g is not None else None
+            if deferred is not None:
+                values, build = deferred
+                for value in values:
+                    if value not in collected:
+                        collected[value] = _collect(backward, loop_cond, value)
+                totals.append(build)
+                continue
+            with backward.outside():
+                zeros = apply_op("ZerosLike", e.inputs[0])
+            totals.append(_accumulate(backward, loop_cond, zeros, None if g is None else _dense(g)))
+        exits.extend(t for t in totals if isinstance(t, Tensor))
     for e in exits:
         e.op._context = outer
     out: dict[Operation, Any] = {}
     for v, e in zip(carried, exits[1:1 + n]):
         out[v.enter] = e
-    for inv, e in zip(invariants, exits[1 + n:]):
-        out[inv] = e
+    stacked: dict[Tensor, Tensor] = {}
+    for inv, total in zip(invariants, totals):
+        if not isinstance(total, Tensor):
+            total = total(lambda value: _stacked(value, collected, stacked))
+        out[inv] = total
     return out
+
+
+def _loop_var(backward: "BackwardLoopContext", loop_cond: Tensor, init: Tensor, name: str):
+    """A loop variable added to the backward frame after its body: (value in the body,
+    function closing the loop with the next value and returning the Exit)."""
+    enter = backward.enter(init, is_constant=False, name=name)
+    merge = apply_op("Merge", [enter, enter], name=f"{name}_merge")[0]
+    false_out, true_out = apply_op("Switch", merge, loop_cond, name=f"{name}_switch")
+
+    def close(next_value: Tensor) -> Tensor:
+        merge.op._update_input(1, apply_op("NextIteration", next_value))
+        return apply_op("Exit", false_out)
+    return true_out, close
+
+
+def _accumulate(backward, loop_cond: Tensor, zeros: Tensor, contribution: Tensor | None) -> Tensor:
+    """The Exit of a loop variable starting at ``zeros`` and adding ``contribution`` per iteration."""
+    acc, close = _loop_var(backward, loop_cond, zeros, "b_acc")
+    acc = apply_op("Identity", acc)
+    return close(acc if contribution is None else apply_op("AddV2", acc, contribution))
+
+
+def _collect(backward, loop_cond: Tensor, value: Tensor) -> Tensor:
+    """The Exit of a TensorList loop variable that gets ``value`` pushed in every iteration."""
+    dtype = value.dtype.base_dtype
+    with backward.outside():
+        empty = apply_op("EmptyTensorList", convert_to_tensor(value.shape.as_list(), dtypes.int32),
+                         convert_to_tensor(-1, dtypes.int32), element_dtype=dtype, name="b_list")
+    handle, close = _loop_var(backward, loop_cond, empty, "b_list")
+    return close(apply_op("TensorListPushBack", handle, value))
+
+
+def _stacked(value: Tensor, collected: dict, stacked: dict) -> Tensor:
+    """The values ``value`` took in the backward iterations, stacked on a new leading axis."""
+    found = stacked.get(value)
+    if found is None:
+        shape = value.shape.as_list()
+        found = stacked[value] = apply_op("TensorListStack", collected[value], convert_to_tensor(shape, dtypes.int32),
+                                          element_dtype=value.dtype.base_dtype)
+    return found
+
+
+# Ops f with f(a) + f(b) = f(a + b) whose other inputs are constants: the sum over
+# iterations of f(x_t) is f(sum of x_t).
+_LINEAR_UNARY = {"Sum", "Reshape", "BiasAddGrad", "Neg", "Transpose", "Identity"}
+
+
+def _deferred_sum(g) -> tuple[list[Tensor], Callable] | None:
+    """If the sum over iterations of ``g`` (a gradient contribution built in the backward
+    body) can be computed after the loop from per-iteration values, those values (all with
+    fully defined static shapes) and a builder taking ``stacked(value)`` to the sum;
+    else None."""
+    if not isinstance(g, Tensor) or g.op.control_inputs:
+        return None
+    op = g.op
+    if op.type == "MatMul" and op.get_attr("transpose_a") and not op.get_attr("transpose_b"):
+        a, b = op.inputs
+        if not (_collectable(a) and _collectable(b) and a.shape.rank == 2 and b.shape.rank == 2):
+            return None
+        # sum_t a_t^T b_t = A^T B with the iterations' rows stacked.
+        def build_matmul(stacked):
+            rows_a = apply_op("Reshape", stacked(a), convert_to_tensor([-1, a.shape.dims[1]], dtypes.int32))
+            rows_b = apply_op("Reshape", stacked(b), convert_to_tensor([-1, b.shape.dims[1]], dtypes.int32))
+            return apply_op("MatMul", rows_a, rows_b, transpose_a=True)
+        return [a, b], build_matmul
+    if op.type in _LINEAR_UNARY and len(op.outputs) == 1:
+        x = op.inputs[0]
+        constants = [constant_value(t) for t in op.inputs[1:]]
+        if any(c is None for c in constants):
+            return None
+        inner = _deferred_sum(x)
+        if inner is None:
+            if not _collectable(x):
+                return None
+            inner = [x], lambda stacked: apply_op("Sum", stacked(x), convert_to_tensor(0, dtypes.int32))
+        values, build_inner = inner
+        attrs = {name: op.get_attr(name) for name in op.attr_names()}
+
+        def build_linear(stacked):
+            args = [build_inner(stacked)] + [convert_to_tensor(c) for c in constants]
+            return apply_op(op.type, *args, **attrs)
+        return values, build_linear
+    return None
+
+
+def _collectable(value: Tensor) -> bool:
+    return value.shape.is_fully_defined() and value.dtype is not None and value.dtype.base_dtype.kind in "fc"
 
 
 def _is_loop_merge(op: Operation) -> bool:

@@ -1,0 +1,144 @@
+"""Gradients of loop invariants (an RNN's weights): contributions linear in per-iteration values
+are collected in lists and summed by single ops after the backward loop; the rest accumulate
+per iteration. Both give the same numbers as a handwritten backward pass."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradreg as gr
+
+STEPS, BATCH, INPUT, HIDDEN = 6, 3, 4, 5
+
+
+def rnn_values(steps=STEPS):
+    rng = np.random.default_rng(1)
+    return (rng.normal(size=(steps, BATCH, INPUT)), rng.normal(0, 0.5, (INPUT, HIDDEN)),
+            rng.normal(0, 0.5, (HIDDEN, HIDDEN)), rng.normal(0, 0.5, HIDDEN))
+
+
+def numpy_rnn(x, wx, wh, b):
+    """Loss sum(h_T) of h' = tanh(x_t wx + h wh + b) and its gradients, by hand."""
+    hs = [np.zeros((x.shape[1], HIDDEN))]
+    for t in range(x.shape[0]):
+        hs.append(np.tanh(x[t] @ wx + hs[-1] @ wh + b))
+    dh, grads = np.ones_like(hs[-1]), [np.zeros_like(wx), np.zeros_like(wh), np.zeros_like(b)]
+    for t in reversed(range(x.shape[0])):
+        dz = dh * (1 - hs[t + 1] ** 2)
+        grads[0] += x[t].T @ dz
+        grads[1] += hs[t].T @ dz
+        grads[2] += dz.sum(0)
+        dh = dz @ wh.T
+    return hs[-1].sum(), grads
+
+
+def build_rnn(batch=BATCH, steps=None):
+    """The RNN as a v1 while loop; ``steps`` None makes the trip count a placeholder."""
+    x = gr.placeholder(gr.float64, [None, batch, INPUT], name="x")
+    wx = gr.placeholder(gr.float64, [INPUT, HIDDEN], name="wx")
+    wh = gr.placeholder(gr.float64, [HIDDEN, HIDDEN], name="wh")
+    b = gr.placeholder(gr.float64, [HIDDEN], name="b")
+    n = gr.placeholder(gr.int32, [], name="n") if steps is None else steps
+    h0 = gr.zeros(gr.stack([gr.shape(x)[1], HIDDEN]), dtype=gr.float64) if batch is None else \
+        gr.zeros([batch, HIDDEN], dtype=gr.float64)
+
+    def body(t, h):
+        return t + 1, gr.tanh(gr.matmul(gr.gather(x, t), wx) + gr.matmul(h, wh) + b)
+    _, h = gr.while_loop(lambda t, h: t < n, body, [0, h0])
+    loss = gr.reduce_sum(h)
+    return (x, wx, wh, b, n), loss, gr.gradients(loss, [wx, wh, b])
+
+
+def feed(inputs, values, steps=STEPS):
+    x, wx, wh, b, n = inputs
+    out = dict(zip((x, wx, wh, b), values))
+    if isinstance(n, gr.Tensor):
+        out[n] = steps
+    return out
+
+
+def ops_of_type(graph, op_type):
+    return [op for op in graph.get_operations() if op.type == op_type]
+
+
+def test_weight_gradients_are_summed_by_one_op_after_the_loop(graph):
+    inputs, loss, grads = build_rnn()
+    # x_t, h_t and dz_t are collected (dz_t once for all three weights) ...
+    assert len(ops_of_type(graph, "TensorListPushBack")) == 3
+    # ... and no per-iteration accumulator is left: the only backward-loop variables are the
+    # trip count, the gradient of h, and the three lists.
+    assert not [op for op in graph.get_operations() if op.name.startswith("b_acc")]
+    values = rnn_values()
+    loss_value, got = gr.Session(graph).run([loss, grads], feed(inputs, values))
+    expected_loss, expected = numpy_rnn(*values)
+    np.testing.assert_allclose(loss_value, expected_loss, rtol=1e-12)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("steps", [0, 1, 9])
+def test_any_trip_count_including_none(graph, steps):
+    inputs, loss, grads = build_rnn()
+    values = rnn_values(max(steps, 1))
+    values = (values[0][:steps],) + values[1:]
+    got = gr.Session(graph).run(grads, feed(inputs, values, steps))
+    _, expected = numpy_rnn(*values)
+    for g, e in zip(got, expected):
+        assert g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+
+
+def test_unknown_batch_accumulates_per_iteration(graph):
+    # An empty list of unknown element shape cannot be stacked: without a static batch size the
+    # weights' gradients are accumulated in the loop, with the same numbers.
+    inputs, loss, grads = build_rnn(batch=None, steps=STEPS)
+    assert not ops_of_type(graph, "TensorListPushBack")
+    values = rnn_values()
+    got = gr.Session(graph).run(grads, feed(inputs, values))
+    _, expected = numpy_rnn(*values)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+
+
+def test_collected_gradients_pass_the_gradient_checker(graph):
+    inputs, loss, _ = build_rnn(steps=STEPS)
+    x, wx, wh, b, _ = inputs
+    values = rnn_values()
+    for i, (tensor, value) in enumerate(zip((wx, wh, b), values[1:])):
+        others = {t: v for j, (t, v) in enumerate(zip((x, wx, wh, b), values)) if j != i + 1}
+        error = gr.testing.compute_gradient_error(tensor, value.shape, loss, [], x_init_value=value,
+                                                  extra_feed_dict=others, delta=1e-6)
+        assert error < 1e-7, tensor.name
+
+
+def test_contributions_through_a_reduction_and_a_reshape(graph):
+    # An invariant used through a broadcast inside a reshape: its contribution is a Sum and a
+    # Reshape of per-iteration values, summed after the loop.
+    x = gr.placeholder(gr.float64, [4, 3], name="x")
+    scale = gr.placeholder(gr.float64, [1, 3], name="scale")
+    _, y = gr.while_loop(lambda i, a: i < 5, lambda i, a: (i + 1, gr.sin(a * gr.reshape(scale, [3]))), [0, x])
+    (dscale,) = gr.gradients(gr.reduce_sum(y * y), [scale])
+    assert ops_of_type(graph, "TensorListPushBack")
+    x_value = np.linspace(-1, 1, 12).reshape(4, 3)
+    s_value = np.array([[0.7, -1.2, 0.4]])
+    error = gr.testing.compute_gradient_error(scale, [1, 3], gr.reduce_sum(y * y), [], x_init_value=s_value,
+                                              extra_feed_dict={x: x_value}, delta=1e-6)
+    assert error < 1e-7
+    assert gr.Session(graph).run(dscale, {x: x_value, scale: s_value}).shape == (1, 3)
+
+
+@pytest.mark.tf
+def test_tensorflow_runs_the_collected_gradient_graph(graph):
+    tf = pytest.importorskip("tensorflow")
+    inputs, loss, grads = build_rnn()
+    values = rnn_values()
+    fetch = [g.name for g in grads]
+    ours = gr.Session(graph).run(fetch, {t.name: v for t, v in feed(inputs, values).items()})
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        graph_def = tf.compat.v1.GraphDef.FromString(graph.as_graph_def().SerializeToString())
+        tf.graph_util.import_graph_def(graph_def, name="")
+    with tf.compat.v1.Session(graph=tf_graph) as session:
+        theirs = session.run(fetch, {t.name: v for t, v in feed(inputs, values).items()})
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
