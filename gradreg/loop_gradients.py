@@ -30,6 +30,7 @@ from gradreg.builders import apply_op, convert_to_tensor
 from gradreg.control_flow import LoopContext
 from gradreg.errors import GradientError, describe_node
 from gradreg.graph import Graph, Operation, Tensor
+from gradreg.indexed_slices import IndexedSlices
 from gradreg.shape_inference import constant_value
 from gradreg.runtime.control_flow import ENTER, EXIT, MERGE, NEXT_ITERATION, SWITCH, Frame, LoopStructure
 
@@ -359,6 +360,8 @@ def _deferred_sum(g) -> tuple[list[Tensor], Callable] | None:
     body) can be computed after the loop from per-iteration values, those values (all with
     fully defined static shapes) and a builder taking ``stacked(value)`` to the sum;
     else None."""
+    if isinstance(g, IndexedSlices):
+        return _deferred_slices(g)
     if not isinstance(g, Tensor) or g.op.control_inputs:
         return None
     op = g.op
@@ -390,6 +393,26 @@ def _deferred_sum(g) -> tuple[list[Tensor], Callable] | None:
             return apply_op(op.type, *args, **attrs)
         return values, build_linear
     return None
+
+
+def _deferred_slices(g: IndexedSlices) -> tuple[list[Tensor], Callable] | None:
+    """A sparse contribution (rows of a gathered invariant): the sum over iterations is one
+    IndexedSlices of all iterations' rows and indices, which stays sparse."""
+    values, indices = g.values, g.indices
+    if not (isinstance(values, Tensor) and isinstance(indices, Tensor) and _collectable(values)
+            and indices.shape.is_fully_defined() and indices.dtype.base_dtype in (dtypes.int32, dtypes.int64)):
+        return None
+    if values.shape.rank < 1 or indices.shape.rank != 1 or indices.shape.dims[0] != values.shape.dims[0]:
+        return None
+    dense_shape = constant_value(g.dense_shape) if g.dense_shape is not None else None
+    if dense_shape is None:
+        return None
+
+    def build_slices(stacked):
+        rows = apply_op("Reshape", stacked(values), convert_to_tensor([-1] + values.shape.as_list()[1:], dtypes.int32))
+        where = apply_op("Reshape", stacked(indices), convert_to_tensor([-1], dtypes.int32))
+        return IndexedSlices(rows, where, convert_to_tensor(dense_shape))
+    return [values, indices], build_slices
 
 
 def _collectable(value: Tensor) -> bool:

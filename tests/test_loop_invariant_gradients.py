@@ -142,3 +142,22 @@ def test_tensorflow_runs_the_collected_gradient_graph(graph):
         theirs = session.run(fetch, {t.name: v for t, v in feed(inputs, values).items()})
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_rows_gathered_from_an_invariant_get_one_sparse_gradient(graph):
+    # An embedding looked up in every iteration: the gradient stays IndexedSlices (all
+    # iterations' rows, no per-iteration densifying), summed where indices repeat.
+    table = gr.placeholder(gr.float64, [7, 3], name="table")
+    ids = gr.constant(np.array([[1, 4], [4, 0], [6, 1]], np.int32))
+    _, y = gr.while_loop(lambda i, a: i < 3,
+                         lambda i, a: (i + 1, gr.tanh(a + gr.gather(table, gr.gather(ids, i)))),
+                         [0, gr.zeros([2, 3], dtype=gr.float64)])
+    (grad,) = gr.gradients(gr.reduce_sum(y * y), [table])
+    assert isinstance(grad, gr.IndexedSlices)
+    assert ops_of_type(graph, "TensorListPushBack")
+    value = np.random.default_rng(3).normal(size=(7, 3))
+    dense = gr.Session(graph).run(gr.convert_to_tensor(grad), {table: value})
+    error = gr.testing.compute_gradient_error(table, [7, 3], gr.reduce_sum(y * y), [], x_init_value=value,
+                                              delta=1e-6)
+    assert error < 1e-7
+    assert not dense[[2, 3, 5]].any() and dense[[0, 1, 4, 6]].all()

@@ -94,6 +94,11 @@ class Elementwise:
     def __call__(self, *args: Any) -> Any:
         return self.fallback(*args)
 
+    @property
+    def unfused(self) -> Callable:
+        """The kernel a plan binds when the op runs on its own."""
+        return self.fallback
+
 
 def elementwise(op: Operation, ctx: KernelContext, expr: str, *, cost: int = 1,
                 accepts: Callable[[tuple[bool, ...]], bool] = accept_any, dtype: Any = None,

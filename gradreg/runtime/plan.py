@@ -66,7 +66,8 @@ def resolve_kernel(op: Operation, ctx: KernelContext, backend: str) -> Any:
         if factory is not None:
             kernel = factory(op, ctx)
             if kernel is not None:
-                return kernel
+                # An op left unfused runs its NumPy kernel directly, not through its description.
+                return getattr(kernel, "unfused", kernel)
     factory = registry.kernel_factory(op.type, "numpy")
     if factory is None and op.definition is not None and op.definition.plugin == "function library":
         factory = registry.kernel_factory(FUNCTION_CALL_KERNEL, "numpy")

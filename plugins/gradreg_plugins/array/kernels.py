@@ -6,6 +6,8 @@ check the element limit before allocating.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gradreg.errors import FeedError, UnknownOpError, describe_node
@@ -151,7 +153,7 @@ def reshape_target(input_shape: tuple, sizes) -> tuple[int, ...]:
             has_zero |= size == 0
             product *= size if size else 1
             dims.append(size)
-    n = int(np.prod(input_shape, dtype=np.int64))
+    n = math.prod(input_shape)
     if unknown != -1:
         counted, input_has_zero = 1, False
         for d in input_shape:
@@ -164,13 +166,31 @@ def reshape_target(input_shape: tuple, sizes) -> tuple[int, ...]:
             raise ValueError(f"Input to reshape is a tensor with {counted} values, but the requested shape "
                              f"requires a multiple of {product}")
         dims[unknown] = missing
-    if int(np.prod(dims, dtype=np.int64)) != n:
+    if math.prod(dims) != n:
         raise ValueError(f"Input to reshape is a tensor with {n} values, but the requested shape has "
-                         f"{int(np.prod(dims, dtype=np.int64))}")
+                         f"{math.prod(dims)}")
     return tuple(dims)
 
 
-family.simple_kernel("Reshape", lambda x, shape: np.reshape(x, reshape_target(np.shape(x), shape)))
+def _reshape(x, shape):
+    return np.reshape(x, reshape_target(np.shape(x), shape))
+
+
+@kernel("Reshape")
+def _reshape_kernel(op, ctx):
+    out = op.outputs[0].shape
+    if not out.is_fully_defined():
+        return _reshape
+    # The output shape is known while building the graph (a constant target or a known input
+    # size): only the element count is left to check, which ndarray.reshape does.
+    target = tuple(out.dims)
+
+    def reshape(x, shape):
+        try:
+            return x.reshape(target)
+        except (AttributeError, ValueError):
+            return _reshape(x, shape)
+    return reshape
 
 
 def _expand_dims(x, dim):
