@@ -93,6 +93,30 @@ def test_scalars_broadcast_and_are_computed_once(rng):
         assert_backends_agree(graph, fetches, {s: np.float32(0.3), x: rng.standard_normal(shape).astype(np.float32)})
 
 
+def test_a_bias_row_broadcasts_inside_the_group(rng):
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [None, 6], name="x")
+        b = gr.placeholder(gr.float32, [6], name="b")
+        row = gr.exp(b) * 0.5               # a group of its own, of the row's shape
+        y = gr.tanh(x * 2.0 + b) - row
+    row_group, group = sorted(groups(plan_items([y, row], [x, b])), key=lambda g: len(g.ops))
+    assert len(row_group.ops) == 2 and len(group.ops) == 4 and {x, b, row} <= set(group.inputs)
+    session = gr.Session(graph, backend="numba")
+    bias = rng.standard_normal(6).astype(np.float32)
+    wide = rng.standard_normal((6, 9)).astype(np.float32)
+    # Repeated shapes take the cached path; a new batch size, an empty batch, and a
+    # non-contiguous input (a transposed view) take the full one.
+    for value in [rng.standard_normal((4, 6)), rng.standard_normal((4, 6)), rng.standard_normal((1, 6)),
+                  np.zeros((0, 6)), wide.T]:
+        feeds = {x: value.astype(np.float32), b: bias}
+        got = session.run([y, row], feeds)
+        want = run(graph, [y, row], feeds, "numpy")
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
+
+
 def test_runtime_shape_mismatch_falls_back(rng):
     graph = gr.Graph()
     with graph.as_default():

@@ -431,11 +431,20 @@ def _fusible(op: Operation, fed: set[Tensor], registry: Any, ctx: KernelContext)
     if not isinstance(description, Elementwise):
         return None
     out = op.outputs[0].shape
-    # A static broadcast other than of scalars is left to NumPy.
+    # Static broadcasts fused: scalars, and (for ops that broadcast) rows — inputs whose known
+    # shape is a trailing part of the output's, like a bias. Others are left to NumPy.
     for t in op._inputs:
-        if t.shape.rank != 0 and not t.shape.is_compatible_with(out):
+        if t.shape.rank != 0 and not t.shape.is_compatible_with(out) \
+                and not (description.accepts is accept_any and _is_row(t.shape, out)):
             return None
     return description
+
+
+def _is_row(shape: Any, out: Any) -> bool:
+    """Whether a value of static ``shape`` broadcasts against ``out`` as a repeated trailing row."""
+    if not shape.is_fully_defined() or out.rank is None or not 0 < shape.rank < out.rank:
+        return False
+    return list(out.dims[out.rank - shape.rank:]) == list(shape.dims)
 
 
 def fuse(order: Sequence[Operation], fed: set[Tensor], keep: set[Tensor], ctx: KernelContext) -> list:
@@ -518,27 +527,48 @@ class _GroupKernel:
         self.out_dtypes = [t.dtype.storage for t in group.outputs]
         self.variants: dict[tuple[bool, ...], Any] = {}
         self.lock = threading.Lock()
+        self.last: tuple | None = None
 
     def __call__(self, *args: Any) -> Any:
+        # Fast path: the same input shapes and types as the previous call (a plan runs its
+        # kernels with the same shapes again and again).
+        last = self.last
+        if last is not None:
+            shapes, loop, n, m, out_shapes = last
+            for a, shape, dtype in zip(args, shapes, self.in_dtypes):
+                if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                    break
+            else:
+                outs = [np.empty(shape, dtype) for shape, dtype in zip(out_shapes, self.out_dtypes)]
+                loop(n, m, *[a.reshape(-1) for a in args], *[o.reshape(-1) for o in outs])
+                return outs[0] if len(outs) == 1 else tuple(outs)
+        return self.call(args)
+
+    def call(self, args: Sequence[Any]) -> Any:
         arrays = []
-        flags = []
-        shape = None
+        shape = ()
         for a, dtype in zip(args, self.in_dtypes):
             a = np.asarray(a)
             if a.dtype != dtype:
                 return self.fallback(args)
-            if a.ndim == 0:
-                flags.append(True)
-            else:
-                if shape is None:
-                    shape = a.shape
-                elif a.shape != shape:
-                    return self.fallback(args)
-                flags.append(False)
+            if a.ndim > len(shape):
+                shape = a.shape
             arrays.append(a)
-        if shape is None:
+        if not shape:
             return self.fallback(args)
-        key = tuple(flags)
+        states = []
+        row_shape = None
+        for a in arrays:
+            if a.ndim == 0:
+                states.append(SCALAR)
+            elif a.shape == shape:
+                states.append(FULL)
+            elif (row_shape is None or a.shape == row_shape) and shape[len(shape) - a.ndim:] == a.shape:
+                row_shape = a.shape   # a trailing row, the same one for every row input
+                states.append(ROW)
+            else:
+                return self.fallback(args)
+        key = tuple(states)
         variant = self.variants.get(key)
         if variant is None:
             with self.lock:
@@ -548,9 +578,13 @@ class _GroupKernel:
         if variant.loop is None:
             return self.fallback(args)
         n = math.prod(shape)
-        outs = [np.empty(() if scalar else shape, dtype)
-                for scalar, dtype in zip(variant.output_scalar, self.out_dtypes)]
-        variant.loop(n, *[a.ravel() for a in arrays], *[o.reshape(-1) for o in outs])
+        m = math.prod(row_shape) if row_shape is not None else n
+        shapes = {SCALAR: (), ROW: row_shape, FULL: shape}
+        out_shapes = [shapes[state] for state in variant.output_states]
+        outs = [np.empty(s, dtype) for s, dtype in zip(out_shapes, self.out_dtypes)]
+        variant.loop(n, m, *[a.ravel() for a in arrays], *[o.reshape(-1) for o in outs])
+        if all(type(a) is np.ndarray and a.flags.c_contiguous for a in args):
+            self.last = (tuple(a.shape for a in arrays), variant.loop, n, m, out_shapes)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def fallback(self, args: Sequence[Any]) -> Any:
@@ -571,37 +605,46 @@ class _GroupKernel:
         return results[0] if len(results) == 1 else tuple(results)
 
 
+# How a value of a group varies over the group's elements: one value, a trailing row repeated
+# over the leading dims (a bias), or one value per element.
+SCALAR, ROW, FULL = 0, 1, 2
+
+
 @dataclass
 class _Variant:
-    """The loop for one pattern of scalar inputs (None: the NumPy kernels decide), and which
-    outputs are scalars."""
+    """The loop for one pattern of input states (None: the NumPy kernels decide), and the
+    state of each output."""
     loop: Any
-    output_scalar: list[bool]
+    output_states: list[int]
 
     @staticmethod
-    def build(group: FusedGroup, input_scalar: tuple[bool, ...]) -> "_Variant":
-        scalar = dict(zip(group.inputs, input_scalar))
+    def build(group: FusedGroup, input_states: tuple[int, ...]) -> "_Variant":
+        state = dict(zip(group.inputs, input_states))
         for op, description in zip(group.ops, group.descriptions):
-            flags = tuple(scalar[t] for t in op._inputs)
-            if not description.accepts(flags):
+            states = [state[t] for t in op._inputs]
+            if not description.accepts(tuple(s == SCALAR for s in states)):
                 return _Variant(None, [])
-            scalar[op.outputs[0]] = all(flags)
-        source = generate_source(group, scalar)
-        return _Variant(load_kernel(source), [scalar[t] for t in group.outputs])
+            if ROW in states and description.accepts is not accept_any:
+                return _Variant(None, [])    # an op that does not broadcast rows
+            state[op.outputs[0]] = max(states)
+        source = generate_source(group, state)
+        return _Variant(load_kernel(source), [state[t] for t in group.outputs])
 
 
-def generate_source(group: FusedGroup, scalar: dict[Tensor, bool]) -> str:
-    """Python source of a module defining ``fused(n, *inputs, *outputs)``: scalar values
-    (inputs as 1-element arrays) are computed once before the loop over the ``n``
-    elements of the flattened non-scalar ones."""
+def generate_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
+    """Python source of a module defining ``fused(n, m, *inputs, *outputs)``: scalar values
+    (inputs as 1-element arrays) are computed once before the loop over the ``n`` elements
+    of the flattened full values; row values (``m`` elements, repeated) are indexed by the
+    position within the row, with the loop split into rows when there are any."""
     names: dict[Tensor, str] = {}
     before: list[str] = []
     loop: list[str] = []
-    params = ["n"]
+    index = {ROW: "c", FULL: "i"}
+    params = ["n", "m"]
     for k, t in enumerate(group.inputs):
         params.append(f"a{k}")
         names[t] = f"x{k}"
-        (before if scalar[t] else loop).append(f"x{k} = a{k}[{'0' if scalar[t] else 'i'}]")
+        (before if state[t] == SCALAR else loop).append(f"x{k} = a{k}[{index.get(state[t], '0')}]")
     helpers: set[str] = set()
     for k, (op, description) in enumerate(zip(group.ops, group.descriptions)):
         out = op.outputs[0]
@@ -610,14 +653,20 @@ def generate_source(group: FusedGroup, scalar: dict[Tensor, bool]) -> str:
         if out.dtype is not dtypes.bool_:
             expr = f"np.{out.dtype.storage.name}({expr})"   # keeps every value in its graph type
         names[out] = f"t{k}"
-        (before if scalar[out] else loop).append(f"t{k} = {expr}")
+        (before if state[out] == SCALAR else loop).append(f"t{k} = {expr}")
     for k, t in enumerate(group.outputs):
         params.append(f"o{k}")
-        (before if scalar[t] else loop).append(f"o{k}[{'0' if scalar[t] else 'i'}] = {names[t]}")
+        (before if state[t] == SCALAR else loop).append(f"o{k}[{index.get(state[t], '0')}] = {names[t]}")
     lines = ["", '@njit(cache=True, nogil=True, error_model="numpy")', f"def fused({', '.join(params)}):"]
     lines.extend("    " + line for line in before)
-    lines.append("    for i in range(n):")
-    lines.extend("        " + line for line in loop or ["pass"])
+    if ROW in state.values():
+        lines.append("    for r in range(n // m if m else 0):")
+        lines.append("        for c in range(m):")
+        lines.append("            i = r * m + c")
+        lines.extend("            " + line for line in loop)
+    else:
+        lines.append("    for i in range(n):")
+        lines.extend("        " + line for line in loop or ["pass"])
     return module_source("\n".join(lines) + "\n", helpers)
 
 
