@@ -525,7 +525,7 @@ class _GroupKernel:
         self.group = group
         self.in_dtypes = [t.dtype.storage for t in group.inputs]
         self.out_dtypes = [t.dtype.storage for t in group.outputs]
-        self.variants: dict[tuple[bool, ...], Any] = {}
+        self.variants: dict[tuple[int, ...], Any] = {}   # input states -> _Variant
         self.lock = threading.Lock()
         self.last: tuple | None = None
 
