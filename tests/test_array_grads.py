@@ -42,17 +42,23 @@ def _values(shapes, seed=0):
     return [rng.uniform(-1, 1, s) for s in shapes]
 
 
+def _built(graph, build, shapes, static):
+    """In ``graph``: the placeholders xs, y = build(*xs), their values as feeds, a session, and
+    y's shape when run."""
+    xs = _placeholders(shapes, static)
+    y = build(*xs)
+    feeds = dict(zip(xs, _values(shapes)))
+    session = gradreg.Session(graph)
+    return xs, y, feeds, session, list(np.shape(session.run(y, feeds)))
+
+
 def gradient_error(build, shapes, static=None) -> float:
     """The largest Jacobian difference of ``build(*xs)`` over all xs (float64 placeholders of
     ``shapes``; ``static`` gives their static shapes when they should be less known)."""
     graph = gradreg.Graph()
     with graph.as_default():
-        xs = _placeholders(shapes, static)
-        y = build(*xs)
-        values = _values(shapes)
-        session = gradreg.Session(graph)
-        y_shape = np.shape(session.run(y, dict(zip(xs, values))))
-        return compute_gradient_error(xs, [list(s) for s in shapes], y, y_shape, x_init_value=values,
+        xs, y, feeds, session, y_shape = _built(graph, build, shapes, static)
+        return compute_gradient_error(xs, [list(s) for s in shapes], y, y_shape, x_init_value=list(feeds.values()),
                                       session=session)
 
 
@@ -60,12 +66,7 @@ def second_order_error(build, shapes, static=None) -> float:
     """The Jacobian difference of each first gradient dx in the incoming gradient dy."""
     graph = gradreg.Graph()
     with graph.as_default():
-        xs = _placeholders(shapes, static)
-        y = build(*xs)
-        values = _values(shapes)
-        session = gradreg.Session(graph)
-        feeds = dict(zip(xs, values))
-        y_shape = list(np.shape(session.run(y, feeds)))
+        xs, y, feeds, session, y_shape = _built(graph, build, shapes, static)
         dy = gradreg.placeholder(gradreg.float64, y_shape, name="dy")
         dxs = gradreg.gradients(y, xs, grad_ys=[dy])
         error = 0.0
