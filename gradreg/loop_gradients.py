@@ -245,38 +245,38 @@ def loop_gradient(graph: Graph, loop: ForwardLoop, exit_grads: dict[Operation, A
         return {}
     frame_name = graph.unique_name(f"{loop.frame.name}_grad", mark_as_used=True)
     backward = BackwardLoopContext(graph, forward, outer, frame_name)
-    inits = [backward.enter(trip_count, is_constant=False, name="b_count")]
+    grad_inits = []
     for v in carried:
         g = exit_grads.get(v.exit)
         if g is None:
             g = apply_op("ZerosLike", v.exit.outputs[0])
-        inits.append(backward.enter(_dense(g), is_constant=False, name="b_exit"))
+        grad_inits.append(_dense(g))
+    count_init = backward.enter(trip_count, is_constant=False, name="b_count")
     with backward.entered():
-        merges = [apply_op("Merge", [i, i], name="b_merge")[0] for i in inits]
-        backward.pivot = merges[0].op
-        pred = apply_op("Greater", merges[0], convert_to_tensor(0, dtypes.int32))
+        count_merge = apply_op("Merge", [count_init, count_init], name="b_merge")[0]
+        backward.pivot = count_merge.op
+        pred = apply_op("Greater", count_merge, convert_to_tensor(0, dtypes.int32))
         loop_cond = apply_op("LoopCond", pred, name="b_loop_cond")
-        switches = [apply_op("Switch", m, loop_cond, name="b_switch") for m in merges]
-        count = apply_op("Identity", switches[0][1], name="b_count_body")
+        count_done, count_body = apply_op("Switch", count_merge, loop_cond, name="b_switch")
+        count = apply_op("Identity", count_body, name="b_count_body")
         backward.pivot = count.op
-        next_values = [apply_op("Sub", count, convert_to_tensor(1, dtypes.int32))]
-        grad_next = [apply_op("Identity", s[1]) for s in switches[1:1 + len(carried)]]
+        count_merge.op._update_input(1, apply_op("NextIteration", apply_op("Sub", count, convert_to_tensor(1, dtypes.int32))))
+        exits = [apply_op("Exit", count_done)]
+        grad_vars = [_loop_var(backward, loop_cond, init, "b_exit") for init in grad_inits]
+        grad_next = [apply_op("Identity", body) for body, _ in grad_vars]
         ys = [v.next_iteration.inputs[0] for v in carried]
         xs = [v.switch.outputs[1] for v in carried] + [v.merge.outputs[0] for v in carried] + \
              [e.outputs[0] for e in invariants]
         grads = body_gradients(ys, xs, grad_next)
         n = len(carried)
-        for i, v in enumerate(carried):
+        for i, (_, close) in enumerate(grad_vars):
             total = [g for g in (grads[i], grads[n + i]) if g is not None]
             if not total:
-                next_values.append(apply_op("ZerosLike", grad_next[i]))
+                exits.append(close(apply_op("ZerosLike", grad_next[i])))
             elif len(total) == 1:
-                next_values.append(_dense(total[0]))
+                exits.append(close(_dense(total[0])))
             else:
-                next_values.append(apply_op("AddN", [_dense(g) for g in total]))
-        for merge, value in zip(merges, next_values):
-            merge.op._update_input(1, apply_op("NextIteration", value))
-        exits = [apply_op("Exit", s[0]) for s in switches]
+                exits.append(close(apply_op("AddN", [_dense(g) for g in total])))
         # Each invariant's gradient is the sum of its per-iteration contributions: a loop
         # variable accumulating them, or, where the contribution is linear in per-iteration
         # values (x_t^T dz_t, a reduction of dz_t), those values collected in lists and
@@ -297,6 +297,7 @@ def loop_gradient(graph: Graph, loop: ForwardLoop, exit_grads: dict[Operation, A
                 zeros = apply_op("ZerosLike", e.inputs[0])
             totals.append(_accumulate(backward, loop_cond, zeros, None if g is None else _dense(g)))
         exits.extend(t for t in totals if isinstance(t, Tensor))
+        exits.extend(collected.values())
     for e in exits:
         e.op._context = outer
     out: dict[Operation, Any] = {}
@@ -311,7 +312,7 @@ def loop_gradient(graph: Graph, loop: ForwardLoop, exit_grads: dict[Operation, A
 
 
 def _loop_var(backward: "BackwardLoopContext", loop_cond: Tensor, init: Tensor, name: str):
-    """A loop variable added to the backward frame after its body: (value in the body,
+    """A loop variable of the backward frame, entering ``init``: (its value in the body,
     function closing the loop with the next value and returning the Exit)."""
     enter = backward.enter(init, is_constant=False, name=name)
     merge = apply_op("Merge", [enter, enter], name=f"{name}_merge")[0]
