@@ -158,6 +158,11 @@ class BackwardLoopContext(LoopContext):
         super().__init__(graph, outer, frame_name, forward.parallel_iterations)
         self.forward = forward
         self._guards: dict[Operation, frozenset] = {}
+        # Unguarded pops: popped value -> (forward value, its push). Pushes join the forward
+        # counter (run every iteration) when the gradient is complete (``finish``), unless
+        # their value was collected in the forward loop instead.
+        self.pops: dict[Tensor, tuple[Tensor, Operation]] = {}
+        self._pushes: list[Operation] | None = []
 
     def _bring_in(self, t: Tensor) -> Tensor:
         if self.forward.contains(t.op):
@@ -183,15 +188,28 @@ class BackwardLoopContext(LoopContext):
         with forward.entered(), graph.control_dependencies(None), \
                 graph.control_dependencies([forward.body_pivot]):
             push = apply_op("StackPushV2", handle, t, name="StackPushV2")
-        forward.require(push.op)
+        if self._pushes is None:
+            forward.require(push.op)
+        else:
+            self._pushes.append(push.op)
+        guards = sorted(self._input_guard(t), key=lambda g: (g[0].name, g[1]))
         with self.entered(), graph.control_dependencies(None), graph.control_dependencies([self.pivot]):
             handle_in = self.capture(handle)
-            for pred, branch in sorted(self._input_guard(t), key=lambda g: (g[0].name, g[1])):
+            for pred, branch in guards:
                 # Forward, t was pushed only where this branch was taken: pop only there too.
                 handle_in = apply_op("Switch", handle_in, self.capture(pred))[branch]
             value = apply_op("StackPopV2", handle_in, elem_type=t.dtype.base_dtype, name="StackPopV2")
         value.set_shape(t.shape)
+        if not guards:
+            self.pops[value] = (t, push.op)
         return value
+
+    def finish(self, unneeded: set) -> None:
+        """Make every push but the ``unneeded`` ones run in each forward iteration."""
+        pushes, self._pushes = self._pushes, None
+        for push in pushes:
+            if push not in unneeded:
+                self.forward.require(push)
 
     def _guard(self, op: Operation) -> frozenset:
         """The (predicate, branch) pairs of the v1 conditionals in the forward frame that must all
@@ -260,7 +278,8 @@ def loop_gradient(graph: Graph, loop: ForwardLoop, exit_grads: dict[Operation, A
         count_done, count_body = apply_op("Switch", count_merge, loop_cond, name="b_switch")
         count = apply_op("Identity", count_body, name="b_count_body")
         backward.pivot = count.op
-        count_merge.op._update_input(1, apply_op("NextIteration", apply_op("Sub", count, convert_to_tensor(1, dtypes.int32))))
+        index = apply_op("Sub", count, convert_to_tensor(1, dtypes.int32))   # the forward iteration's index
+        count_merge.op._update_input(1, apply_op("NextIteration", index))
         exits = [apply_op("Exit", count_done)]
         grad_vars = [_loop_var(backward, loop_cond, init, "b_exit") for init in grad_inits]
         grad_next = [apply_op("Identity", body) for body, _ in grad_vars]
@@ -282,22 +301,28 @@ def loop_gradient(graph: Graph, loop: ForwardLoop, exit_grads: dict[Operation, A
         # values (x_t^T dz_t, a reduction of dz_t), those values collected in lists and
         # summed by single ops after the loop.
         totals: list = []
-        collected: dict[Tensor, Tensor] = {}       # per-iteration value -> its list's Exit
+        collected: dict[Tensor, Tensor | None] = {}       # per-iteration value -> its list's Exit
         for j, e in enumerate(invariants):
             g = grads[2 * n + j]
             deferred = _deferred_sum(g) if g is not None else None
             if deferred is not None:
                 values, build = deferred
-                for value in values:
-                    if value not in collected:
-                        collected[value] = _collect(backward, loop_cond, value)
+                collected.update((value, None) for value in values if value not in collected)
                 totals.append(build)
                 continue
             with backward.outside():
                 zeros = apply_op("ZerosLike", e.inputs[0])
             totals.append(_accumulate(backward, loop_cond, zeros, None if g is None else _dense(g)))
         exits.extend(t for t in totals if isinstance(t, Tensor))
-        exits.extend(collected.values())
+        # A forward value used only by contributions summed after the loop is collected in
+        # the forward loop itself (no stack push, pop and second list); others in this one.
+        unneeded: set[Operation] = set()
+        for value in collected:
+            collected[value] = _collect_forward(forward, backward, value, unneeded)
+            if collected[value] is None:
+                collected[value] = _collect(backward, loop_cond, count_init.op.inputs[0], index, value)
+                exits.append(collected[value])
+        backward.finish(unneeded)
     for e in exits:
         e.op._context = outer
     out: dict[Operation, Any] = {}
@@ -331,14 +356,51 @@ def _accumulate(backward, loop_cond: Tensor, zeros: Tensor, contribution: Tensor
     return close(acc if contribution is None else apply_op("AddV2", acc, contribution))
 
 
-def _collect(backward, loop_cond: Tensor, value: Tensor) -> Tensor:
-    """The Exit of a TensorList loop variable that gets ``value`` pushed in every iteration."""
+def _collect(backward, loop_cond: Tensor, trip_count: Tensor, index: Tensor, value: Tensor) -> Tensor:
+    """The Exit of a TensorList loop variable, reserved for ``trip_count`` elements, that gets
+    ``value`` set at ``index`` (the forward iteration) in every iteration."""
     dtype = value.dtype.base_dtype
     with backward.outside():
-        empty = apply_op("EmptyTensorList", convert_to_tensor(value.shape.as_list(), dtypes.int32),
-                         convert_to_tensor(-1, dtypes.int32), element_dtype=dtype, name="b_list")
-    handle, close = _loop_var(backward, loop_cond, empty, "b_list")
-    return close(apply_op("TensorListPushBack", handle, value))
+        reserved = apply_op("TensorListReserve", convert_to_tensor(value.shape.as_list(), dtypes.int32),
+                            trip_count, element_dtype=dtype, name="b_list")
+    handle, close = _loop_var(backward, loop_cond, reserved, "b_list")
+    return close(apply_op("TensorListSetItem", handle, index, value))
+
+
+def _collect_forward(forward: ForwardLoopContext, backward: BackwardLoopContext, value: Tensor,
+                     unneeded: set) -> Tensor | None:
+    """If ``value`` is a popped forward value that only per-iteration contributions now summed
+    after the loop use, the Exit of a TensorList the forward loop pushes it on (its push is
+    then ``unneeded``); else None."""
+    popped = backward.pops.get(value)
+    if popped is None or not all(_unused(c) for c in value.consumers()):
+        return None
+    t, push = popped
+    graph = forward.graph
+    with forward.outside():
+        empty = apply_op("EmptyTensorList", convert_to_tensor(t.shape.as_list(), dtypes.int32),
+                         convert_to_tensor(-1, dtypes.int32), element_dtype=t.dtype.base_dtype, name="f_list")
+    enter = forward.enter(empty, is_constant=False, name="f_list")
+    with forward.entered(), graph.control_dependencies(None):
+        merge = apply_op("Merge", [enter, enter], name="f_list_merge")[0]
+        false_out, true_out = apply_op("Switch", merge, forward.loop.loop_cond.outputs[0], name="f_list_switch")
+        pushed = apply_op("TensorListPushBack", true_out, t)
+        merge.op._update_input(1, apply_op("NextIteration", pushed, name="f_list_next"))
+        exit_value = apply_op("Exit", false_out, name="f_list_exit")
+    exit_value.op._context = forward.outer
+    unneeded.add(push)
+    return exit_value
+
+
+def _unused(op: Operation, depth: int = 0) -> bool:
+    """Whether nothing uses ``op``'s outputs but ops that are unused themselves (the
+    per-iteration contributions replaced by sums after the loop)."""
+    if depth > 8 or op._control_outputs or op.type in _LOOP_OPS:
+        return False
+    return all(_unused(c, depth + 1) for t in op.outputs for c in t.consumers())
+
+
+_LOOP_OPS = ENTER | EXIT | MERGE | SWITCH | NEXT_ITERATION
 
 
 def _stacked(value: Tensor, collected: dict, stacked: dict) -> Tensor:

@@ -40,6 +40,8 @@ NEXT_ITERATION = frozenset({"NextIteration", "RefNextIteration"})
 LOOP_COND = "LoopCond"
 CONTROL_TRIGGER = "ControlTrigger"
 
+_STRUCTURE = ENTER | EXIT | MERGE | SWITCH | NEXT_ITERATION | frozenset({LOOP_COND, CONTROL_TRIGGER})
+
 HEADER, BODY, EXIT_REGION = 0, 1, 2
 _REGION_NAMES = {HEADER: "header", BODY: "body", EXIT_REGION: "exit"}
 
@@ -146,6 +148,7 @@ def emit_control_flow(emitter, block: Block, ops: Sequence[Operation], fetches: 
     emitter.globals["DEAD"] = DEAD
     emitter.globals["_loop_limit_error"] = _loop_limit_error
     compiler = _FrameCompiler(emitter, structure)
+    compiler.fetched = {f for f in fetches if isinstance(f, Tensor)}
     compiler.emit_frame_items(structure.root, block)
     compiler.check_fetches_alive(block, fetches)
 
@@ -157,6 +160,7 @@ class _FrameCompiler:
         self.maybe_dead: set[Tensor] = set()
         self.dead_ops: dict[Operation, tuple[str, tuple[str, ...]]] = {}   # op -> (dead expr, vars)
         self.limit = getattr(emitter.ctx, "loop_iteration_limit", None)
+        self.fetched: set[Tensor] = set()
 
     # -- ordering within a frame ----------------------------------------------------------
     def _items(self, frame: Frame) -> list:
@@ -214,9 +218,42 @@ class _FrameCompiler:
 
     # -- frames ---------------------------------------------------------------------------
     def emit_frame_items(self, frame: Frame, block: Block, items: Sequence | None = None) -> None:
-        for item in (self._items(frame) if items is None else items):
-            if isinstance(item, Frame):
-                self.emit_loop(item, block)
+        self._emit_items(self._items(frame) if items is None else items, block)
+
+    def _emit_items(self, items: Sequence, block: Block) -> None:
+        """Emit ``items`` (ops and child frames, in order) into ``block``. On the numba backend,
+        elementwise chains among each run of plain ops are fused (gradreg.runtime.fusion)."""
+        run: list[Operation] = []
+        for item in items:
+            if isinstance(item, Operation) and item.type not in _STRUCTURE:
+                run.append(item)
+                continue
+            self._emit_run(run, block)
+            run = []
+            self._emit_item(item, block)
+        self._emit_run(run, block)
+
+    def _emit_run(self, ops: list[Operation], block: Block) -> None:
+        emitter = self.emitter
+        if emitter.backend != "numba" or len(ops) < 2:
+            for op in ops:
+                self.emit_op(op, block)
+            return
+        from gradreg.runtime.fusion import FusedGroup, fuse
+        members = set(ops)
+        # Ops that may be dead (in an untaken branch of a conditional) keep their own guard.
+        tainted = set(self.maybe_dead)
+        guarded = set()
+        for op in ops:
+            if any(t in tainted for t in op._inputs) or any(c in self.dead_ops or c in guarded
+                                                             for c in op._control_inputs):
+                guarded.add(op)
+                tainted.update(op.outputs)
+        keep = {t for op in ops for t in op.outputs if any(c not in members for c in t._consumers)}
+        keep.update(self.fetched)
+        for item in fuse(ops, emitter.fed, keep, emitter.ctx, exclude=guarded):
+            if isinstance(item, FusedGroup):
+                emitter.emit_fused(block, item)
             else:
                 self.emit_op(item, block)
 
@@ -268,9 +305,7 @@ class _FrameCompiler:
         loop = target.nest("while True:", is_loop=True)
         items = self._items(frame)
         regions = self._regions(frame, loop_cond, items)
-        for item in items:
-            if self._region_of(item, regions) == HEADER:
-                self._emit_item(item, loop)
+        self._emit_items([item for item in items if self._region_of(item, regions) == HEADER], loop)
         pred = names[loop_cond._inputs[0]]
         names[loop_cond.outputs[0]] = pred
         for op in frame.ops:
@@ -279,13 +314,9 @@ class _FrameCompiler:
                 names[op.outputs[0]] = data
                 names[op.outputs[1]] = data
         exit_block = loop.nest(f"if not {pred}:", header_uses=emitter.local_uses([pred]))
-        for item in items:
-            if self._region_of(item, regions) == EXIT_REGION:
-                self._emit_item(item, exit_block)
+        self._emit_items([item for item in items if self._region_of(item, regions) == EXIT_REGION], exit_block)
         exit_block.add("break")
-        for item in items:
-            if self._region_of(item, regions) == BODY:
-                self._emit_item(item, loop)
+        self._emit_items([item for item in items if self._region_of(item, regions) == BODY], loop)
         targets, sources = [], []
         for merge, var, index_var, next_op in loop_vars:
             targets.append(var)

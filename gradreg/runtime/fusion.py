@@ -343,7 +343,7 @@ class _Grouper:
 
     def producers(self, op: Operation) -> list[Operation]:
         found = [t.op for t in op._inputs if t not in self.fed and t.op in self.index]
-        found.extend(op._control_inputs)
+        found.extend(c for c in op._control_inputs if c in self.index)
         return list(dict.fromkeys(found))
 
     def position(self, op: Operation) -> float:
@@ -431,6 +431,8 @@ def _fusible(op: Operation, fed: set[Tensor], registry: Any, ctx: KernelContext)
     if not isinstance(description, Elementwise):
         return None
     out = op.outputs[0].shape
+    if out.rank == 0:
+        return None     # scalars (loop counters): Python's operators on NumPy scalars are faster
     # Static broadcasts fused: scalars, and (for ops that broadcast) rows — inputs whose known
     # shape is a trailing part of the output's, like a bias. Others are left to NumPy.
     for t in op._inputs:
@@ -447,16 +449,20 @@ def _is_row(shape: Any, out: Any) -> bool:
     return list(out.dims[out.rank - shape.rank:]) == list(shape.dims)
 
 
-def fuse(order: Sequence[Operation], fed: set[Tensor], keep: set[Tensor], ctx: KernelContext) -> list:
+def fuse(order: Sequence[Operation], fed: set[Tensor], keep: set[Tensor], ctx: KernelContext,
+         exclude: Iterable[Operation] = ()) -> list:
     """The plan's items: ``order``'s operations with connected elementwise ops replaced by
-    :class:`FusedGroup` s, in an order respecting every data and control edge."""
+    :class:`FusedGroup` s, in an order respecting every data and control edge. ``keep``: the
+    tensors needed outside ``order`` (fetched, or used by ops not in it); ops in ``exclude``
+    stay unfused."""
     if not numba_available():
         return list(order)
     from gradreg.registry import get_registry
     registry = get_registry()
     descriptions = {}
+    exclude = set(exclude)
     for op in order:
-        description = _fusible(op, fed, registry, ctx)
+        description = None if op in exclude else _fusible(op, fed, registry, ctx)
         if description is not None:
             descriptions[op] = description
     if not descriptions:
@@ -512,6 +518,9 @@ class FusedGroup:
             shown = "+".join(op.name for op in self.ops[:3])
             self.name = f"fused:{shown}" + (f"+...({len(self.ops)} ops)" if len(self.ops) > 3 else "")
         self.kernel = _GroupKernel(self)
+        static = _static_states(self)
+        if static is not None:
+            self.kernel = _static_kernel(self, static, self.kernel)
 
     def __repr__(self) -> str:
         return f"<FusedGroup {self.name}: {len(self.ops)} ops>"
@@ -603,6 +612,111 @@ class _GroupKernel:
                                      group.name, group.type) from exc
         results = [values[t] for t in group.outputs]
         return results[0] if len(results) == 1 else tuple(results)
+
+
+# -- groups of static shapes ------------------------------------------------------------------
+#
+# When every value of a group has a fully known static shape (the common case: a layer's
+# activations), the shapes are compiled into the loop: inputs are indexed in place (any
+# layout, nothing flattened), outputs are allocated inside the compiled code, and the plan
+# calls a wrapper that only checks the shapes before calling numba. Above ~1K elements
+# this beats NumPy's ufuncs even for short chains; anything unexpected takes the general path.
+
+def _static_states(group: FusedGroup) -> dict[Tensor, int] | None:
+    """Each group value's state when all shapes are static, every input is the full shape
+    or a trailing row of it, and every output is full; else None."""
+    full = None
+    for t in (*group.inputs, *group.outputs):
+        shape = t.shape
+        if not shape.is_fully_defined() or shape.rank == 0:
+            return None
+        if full is None or shape.rank > len(full):
+            full = tuple(shape.as_list())
+    if full is None or math.prod(full) == 0:
+        return None
+    state: dict[Tensor, int] = {}
+    for t in group.inputs:
+        dims = tuple(t.shape.as_list())
+        if dims == full:
+            state[t] = FULL
+        elif full[len(full) - len(dims):] == dims:
+            state[t] = ROW
+        else:
+            return None
+    for op, description in zip(group.ops, group.descriptions):
+        states = [state[t] for t in op._inputs]
+        if ROW in states and description.accepts is not accept_any:
+            return None
+        state[op.outputs[0]] = max(states)
+    if any(state[t] != FULL or tuple(t.shape.as_list()) != full for t in group.outputs):
+        return None
+    return state
+
+
+def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
+    """Python source of a module defining ``fused(*inputs)`` returning the outputs: nested
+    loops over the static full shape, each row input indexed by the trailing indices."""
+    full = group.outputs[0].shape.as_list()
+    rank = len(full)
+    indices = [f"i{d}" for d in range(rank)]
+    names: dict[Tensor, str] = {}
+    body: list[str] = []
+    params = []
+    for k, t in enumerate(group.inputs):
+        params.append(f"a{k}")
+        names[t] = f"x{k}"
+        body.append(f"x{k} = a{k}[{', '.join(indices[rank - t.shape.rank:])}]")
+    helpers: set[str] = set()
+    for k, (op, description) in enumerate(zip(group.ops, group.descriptions)):
+        out = op.outputs[0]
+        template = _Template(description.dtype, description.consts, helpers)
+        expr = template.format(description.expr, *[names[t] for t in op._inputs])
+        if out.dtype is not dtypes.bool_:
+            expr = f"np.{out.dtype.storage.name}({expr})"
+        names[out] = f"t{k}"
+        body.append(f"t{k} = {expr}")
+    lines = ["", '@njit(cache=True, nogil=True, error_model="numpy")', f"def fused({', '.join(params)}):"]
+    outs = []
+    for k, t in enumerate(group.outputs):
+        dtype = "np.bool_" if t.dtype is dtypes.bool_ else f"np.{t.dtype.storage.name}"
+        lines.append(f"    o{k} = np.empty(({', '.join(map(str, full))},), {dtype})")
+        body.append(f"o{k}[{', '.join(indices)}] = {names[t]}")
+        outs.append(f"o{k}")
+    for d in range(rank):
+        lines.append("    " * (d + 1) + f"for i{d} in range({full[d]}):")
+    lines.extend("    " * (rank + 1) + line for line in body)
+    lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
+    return module_source("\n".join(lines) + "\n", helpers)
+
+
+def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: Callable) -> Callable:
+    """The group's kernel for static shapes: a check of the inputs' shapes and types, then
+    the compiled loop (compiled on the first call); ``general`` for anything else."""
+    compiled: list = []
+
+    def first_call(*args):
+        if not compiled:
+            compiled.append(load_kernel(generate_static_source(group, state)))
+        return compiled[0](*args)
+    params = [f"a{k}" for k in range(len(group.inputs))]
+    checks = " and ".join(f"type(a{k}) is ndarray and a{k}.shape == s{k} and a{k}.dtype == d{k}"
+                          for k in range(len(params)))
+    source = (f"def run({', '.join(params)}):\n"
+              f"    if {checks}:\n"
+              f"        return fused({', '.join(params)})\n"
+              f"    return general({', '.join(params)})\n")
+    scope: dict[str, Any] = {"ndarray": np.ndarray, "general": general, "fused": None}
+    for k, t in enumerate(group.inputs):
+        scope[f"s{k}"] = tuple(t.shape.as_list())
+        scope[f"d{k}"] = t.dtype.storage
+
+    def fused(*args):
+        result = first_call(*args)
+        scope["fused"] = compiled[0]     # later calls go straight to the compiled loop
+        return result
+    scope["fused"] = fused
+    exec(compile(source, f"<gradreg-fused-{group.name}>", "exec"), scope)
+    return scope["run"]
 
 
 # How a value of a group varies over the group's elements: one value, a trailing row repeated

@@ -139,19 +139,43 @@ def _while(op, ctx):
 
 # -- TensorLists ----------------------------------------------------------------------------
 
+class _Slots:
+    """The dense storage of a reserved TensorList: one array of all elements, written in place
+    only where no version of the list has an element yet, so every version stays intact.
+    ``written[i]`` is the list version that first set element i (None: not yet)."""
+
+    __slots__ = ("array", "element_shape", "written", "version", "unwritten", "complete")
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+        self.element_shape = array.shape[1:]
+        self.written: list = [None] * len(array)
+        self.version = 0            # the newest list version sharing these slots
+        self.unwritten = len(array)
+        self.complete = 0 if not len(array) else None   # version from which every slot is set
+
+
 class TensorList:
     """An immutable list of tensors (a DT_VARIANT value). Push/pop share structure: each list
     is a chain of cells from the last element back, so pushing and popping are O(1) and a
-    popped element is freed once no list holds it."""
+    popped element is freed once no list holds it.
 
-    __slots__ = ("element_dtype", "element_shape", "last", "length", "_items")
+    A list reserved with a fully known element shape (TensorListReserve) keeps its elements in
+    one array instead (``slots``, this list being version ``version`` of it): setting an element
+    that no version has set writes in place, from the newest version, so stacking a fully set
+    list is that array itself — the form gradreg's loop gradients collect per-iteration values
+    in. Anything else converts to cells first."""
 
-    def __init__(self, element_dtype, element_shape, last, length):
+    __slots__ = ("element_dtype", "element_shape", "last", "length", "_items", "slots", "version")
+
+    def __init__(self, element_dtype, element_shape, last, length, slots=None, version=0):
         self.element_dtype = element_dtype
         self.element_shape = element_shape       # list of int|None, or None for unknown rank
         self.last = last                          # (value, previous cell) or None
         self.length = length
         self._items = None
+        self.slots = slots
+        self.version = version
 
     @classmethod
     def from_items(cls, element_dtype, element_shape, items):
@@ -163,13 +187,54 @@ class TensorList:
     def items(self) -> list:
         """The elements in order (cached; uninitialized elements are None)."""
         if self._items is None:
-            out, cell = [], self.last
-            while cell is not None:
-                out.append(cell[0])
-                cell = cell[1]
-            out.reverse()
+            if self.slots is not None:
+                array, written, version = self.slots.array, self.slots.written, self.version
+                out = [array[i] if w is not None and w <= version else None for i, w in enumerate(written)]
+            else:
+                out, cell = [], self.last
+                while cell is not None:
+                    out.append(cell[0])
+                    cell = cell[1]
+                out.reverse()
             self._items = out
         return self._items
+
+    def get(self, i: int):
+        """Element i (None when uninitialized)."""
+        slots = self.slots
+        if slots is not None:
+            w = slots.written[i]
+            return slots.array[i] if w is not None and w <= self.version else None
+        return self.items()[i]
+
+    def linked(self) -> "TensorList":
+        """This list as a chain of cells (itself unless it is slot-backed)."""
+        if self.slots is None:
+            return self
+        return TensorList.from_items(self.element_dtype, self.element_shape, self.items())
+
+    def set_in_place(self, i: int, item) -> "TensorList | None":
+        """The next version with element i set, written into the shared slots; None when that
+        would change what another version sees (then the caller copies)."""
+        slots = self.slots
+        if (slots is None or slots.version != self.version or slots.written[i] is not None
+                or type(item) is not np.ndarray or item.shape != slots.element_shape
+                or item.dtype != slots.array.dtype):
+            return None
+        slots.array[i] = item
+        version = slots.version = self.version + 1
+        slots.written[i] = version
+        slots.unwritten -= 1
+        if not slots.unwritten:
+            slots.complete = version
+        return TensorList(self.element_dtype, self.element_shape, None, self.length, slots, version)
+
+    def dense(self) -> np.ndarray | None:
+        """All elements as one array when every one is set in this version (shared, not copied)."""
+        slots = self.slots
+        if slots is not None and slots.complete is not None and slots.complete <= self.version:
+            return slots.array
+        return None
 
     def __repr__(self) -> str:
         return f"<TensorList of {self.length} {self.element_dtype.name}>"
@@ -199,11 +264,18 @@ def _empty_list(op, ctx):
 @kernel("TensorListReserve")
 def _reserve(op, ctx):
     dtype = op.get_attr("element_dtype")
+    dense = dtype.storage.kind in "biufc"
 
     def reserve(element_shape, num_elements):
         n = int(num_elements)
+        if n < 0:
+            raise ValueError(f"TensorListReserve needs a non-negative number of elements, got {n}")
         ctx.check_elements(n, op)
-        return TensorList.from_items(dtype, _shape_value(element_shape), [None] * n)
+        shape = _shape_value(element_shape)
+        if dense and shape is not None and None not in shape:
+            ctx.check_shape([n, *shape], op)
+            return TensorList(dtype, shape, None, n, _Slots(np.empty([n, *shape], dtype=dtype.storage)))
+        return TensorList.from_items(dtype, shape, [None] * n)
     return reserve
 
 
@@ -221,13 +293,18 @@ def _from_tensor(op, ctx):
 
 @kernel("TensorListPushBack")
 def _push_back(op, ctx):
-    return lambda handle, tensor: TensorList(handle.element_dtype, handle.element_shape,
-                                             (tensor, handle.last), handle.length + 1)
+    def push_back(handle, tensor):
+        if handle.slots is not None:
+            handle = handle.linked()
+        return TensorList(handle.element_dtype, handle.element_shape, (tensor, handle.last), handle.length + 1)
+    return push_back
 
 
 @kernel("TensorListPopBack")
 def _pop_back(op, ctx):
     def pop_back(handle, element_shape):
+        if handle.slots is not None:
+            handle = handle.linked()
         if handle.last is None:
             raise ValueError("TensorListPopBack on an empty list")
         value, previous = handle.last
@@ -242,6 +319,9 @@ def _stack_list(op, ctx):
     dtype = op.get_attr("element_dtype")
 
     def stack(handle, element_shape):
+        dense = handle.dense()
+        if dense is not None:
+            return dense
         items = handle.items()
         shape = handle.element_shape if handle.element_shape is not None else _shape_value(element_shape)
         if not items:
@@ -259,7 +339,7 @@ def _get_item(op, ctx):
         i = int(index)
         if not 0 <= i < handle.length:
             raise IndexError(f"TensorListGetItem index {i} out of range for a list of {handle.length}")
-        value = handle.items()[i]
+        value = handle.get(i)
         if value is None:
             value = _zeros(op, ctx, handle.element_shape or _shape_value(element_shape), handle.element_dtype)
         return value
@@ -272,6 +352,10 @@ def _set_item(op, ctx):
 
     def set_item(handle, index, item):
         i = int(index)
+        if 0 <= i < handle.length:
+            updated = handle.set_in_place(i, item)
+            if updated is not None:
+                return updated
         items = list(handle.items())
         if i >= len(items) and resize:
             items.extend([None] * (i + 1 - len(items)))
