@@ -167,3 +167,29 @@ def test_rows_gathered_from_an_invariant_get_one_sparse_gradient(graph):
                                               delta=1e-6)
     assert error < 1e-7
     assert not dense[[2, 3, 5]].any() and dense[[0, 1, 4, 6]].all()
+
+
+def test_collected_in_nested_loops_and_under_a_conditional(graph):
+    # Inner loop matmuls (their forward values collected by the inner forward loop, once per
+    # outer iteration) and a matmul inside a conditional of the loop body (its values pushed
+    # only where the branch ran: collected in the backward loop instead).
+    x = gr.placeholder(gr.float64, [2, 3], name="x")
+    w = gr.placeholder(gr.float64, [3, 3], name="w")
+    v = gr.placeholder(gr.float64, [3, 3], name="v")
+
+    def outer(i, a):
+        _, inner = gr.while_loop(lambda j, b: j < i + 2,
+                                 lambda j, b: (j + 1, gr.tanh(gr.matmul(b, w) + x)), [0, a])
+        branch = gr.cond(i < 1, lambda: gr.matmul(inner, v), lambda: inner * 0.5)
+        return i + 1, gr.sin(branch)
+    _, y = gr.while_loop(lambda i, a: i < 3, outer, [0, x])
+    loss = gr.reduce_sum(y * y)
+    gr.gradients(loss, [w, v, x])
+    assert ops_of_type(graph, "TensorListPushBack") and ops_of_type(graph, "TensorListSetItem")
+    rng = np.random.default_rng(1)
+    values = {x: rng.normal(size=(2, 3)), w: rng.normal(0, 0.5, (3, 3)), v: rng.normal(0, 0.5, (3, 3))}
+    for tensor in (w, v, x):
+        others = {t: value for t, value in values.items() if t is not tensor}
+        error = gr.testing.compute_gradient_error(tensor, values[tensor].shape, loss, [],
+                                                  x_init_value=values[tensor], extra_feed_dict=others, delta=1e-6)
+        assert error < 1e-7, tensor.name

@@ -249,3 +249,83 @@ def test_without_numba_the_numpy_kernels_run(rng, monkeypatch):
         total = gr.unsorted_segment_sum(y, [0, 1, 0], 2)
     assert groups(plan_items([y], [x])) == []
     assert_backends_agree(graph, [y, total], {x: rng.standard_normal((3, 4)).astype(np.float32)})
+
+
+def fused_groups_of(session, fetches, feeds=()):
+    """The fused groups a session's plan runs (from the plan's compiled code)."""
+    plan = session.plan_for(fetches, feeds)
+    found = {id(item): item for item in plan._compiled.line_ops.values() if isinstance(item, fusion.FusedGroup)}
+    return list(found.values())
+
+
+def test_static_shapes_are_compiled_into_the_group(rng):
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [4, 6], name="x")
+        b = gr.placeholder(gr.float32, [6], name="b")
+        v = gr.placeholder(gr.float32, [2, 4, 6], name="v")
+        y = gr.tanh(x * 2.0 + b) * x                 # a full input and a row
+        z = gr.sigmoid(v - b) * v                     # rank 3, the row indexed by the last index
+    session = gr.Session(graph, backend="numba")
+    (y_group,) = fused_groups_of(session, [y], [x, b])
+    (z_group,) = fused_groups_of(session, [z], [v, b])
+    for group in (y_group, z_group):
+        assert group.kernel.__name__ == "run"         # the static wrapper, not the general kernel
+    assert fusion._static_states(y_group)[b] == fusion.ROW
+    bias = rng.standard_normal(6).astype(np.float32)
+    wide = rng.standard_normal((6, 4)).astype(np.float32)
+    # A contiguous input, then a transposed view (strided: the loop indexes it in place).
+    for value in [rng.standard_normal((4, 6)).astype(np.float32), wide.T]:
+        feeds = {x: value, b: bias, v: rng.standard_normal((2, 4, 6)).astype(np.float32)}
+        got = session.run([y, z], feeds)
+        want = run(graph, [y, z], feeds, "numpy")
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
+    # Values that do not match the static shapes or types (a kernel that broke its
+    # contract) take the general kernel, never the compiled loop's fixed bounds.
+    (two,) = [t for t in y_group.inputs if t not in (x, b)]      # the constant 2.0
+    for xv, bv, tv in [(np.ones((2, 6), np.float32), np.zeros(6, np.float32), np.float32(2)),
+                       (np.ones((4, 6), np.float64), np.zeros(6, np.float64), np.float32(2)),
+                       (np.ones((4, 6), np.float32), np.float32(0.5), np.float32(2)),
+                       (np.ones((4, 6), np.float32), np.zeros(6, np.float32), np.array(2, np.float32))]:
+        values = {x: xv, b: bv, two: tv}
+        got = y_group.kernel(*[values[t] for t in y_group.inputs])
+        np.testing.assert_allclose(got, np.tanh(xv * 2 + bv) * xv, rtol=2e-6)
+    assert not fusion.generate_static_source(y_group, fusion._static_states(y_group)).count("reshape")
+
+
+def test_scalar_ops_are_left_to_python_operators():
+    graph = gr.Graph()
+    with graph.as_default():
+        i = gr.placeholder(gr.int32, [], name="i")
+        s = gr.placeholder(gr.float32, [], name="s")
+        out = [(i + 1) * 2, gr.exp(s) * 2.0 + s]
+    assert not groups(plan_items(out, [i, s]))
+    np.testing.assert_allclose(run(graph, out[1], {s: 0.5}, "numba"), np.exp(0.5) * 2 + 0.5, rtol=1e-6)
+
+
+def test_elementwise_chains_fuse_inside_loop_bodies(rng):
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [3, 5], name="x")
+        w = gr.placeholder(gr.float32, [5, 5], name="w")
+
+        def body(t, h):
+            z = gr.tanh(gr.matmul(h, w) * 0.5 + x)
+            # a conditional inside the body: its ops may be dead, they keep their own guard
+            z = gr.cond(t < 2, lambda: z * 2.0 - 1.0, lambda: gr.sigmoid(z) + x)
+            return t + 1, z
+        _, h = gr.while_loop(lambda t, h: t < 4, body, [0, x])
+        loss = gr.reduce_sum(h * h)
+        grads = gr.gradients(loss, [x, w])
+    session = gr.Session(graph, backend="numba")
+    fetches = [h, *grads]
+    names = {op.name for group in fused_groups_of(session, fetches, [x, w]) for op in group.ops}
+    assert any(name.startswith("while/") and "cond" not in name for name in names)    # forward body
+    assert any(name.startswith("gradients/") for name in names)                      # backward body
+    assert not any("cond/" in name for name in names)          # guarded ops are not fused
+    for _ in range(2):
+        feeds = {x: rng.standard_normal((3, 5)).astype(np.float32),
+                 w: rng.standard_normal((5, 5)).astype(np.float32) * 0.3}
+        assert_backends_agree(graph, fetches, feeds, rtol=1e-5, atol=1e-6)

@@ -623,21 +623,23 @@ class _GroupKernel:
 # this beats NumPy's ufuncs even for short chains; anything unexpected takes the general path.
 
 def _static_states(group: FusedGroup) -> dict[Tensor, int] | None:
-    """Each group value's state when all shapes are static, every input is the full shape
-    or a trailing row of it, and every output is full; else None."""
+    """Each group value's state when all shapes are static, every input is a scalar, the full
+    shape or a trailing row of it, and every output is full; else None."""
     full = None
     for t in (*group.inputs, *group.outputs):
         shape = t.shape
-        if not shape.is_fully_defined() or shape.rank == 0:
+        if not shape.is_fully_defined():
             return None
         if full is None or shape.rank > len(full):
             full = tuple(shape.as_list())
-    if full is None or math.prod(full) == 0:
+    if not full or math.prod(full) == 0:
         return None
     state: dict[Tensor, int] = {}
     for t in group.inputs:
         dims = tuple(t.shape.as_list())
-        if dims == full:
+        if not dims:
+            state[t] = SCALAR
+        elif dims == full:
             state[t] = FULL
         elif full[len(full) - len(dims):] == dims:
             state[t] = ROW
@@ -660,12 +662,16 @@ def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
     rank = len(full)
     indices = [f"i{d}" for d in range(rank)]
     names: dict[Tensor, str] = {}
+    before: list[str] = []    # scalar inputs (NumPy scalars) and what only they give: computed once
     body: list[str] = []
     params = []
     for k, t in enumerate(group.inputs):
         params.append(f"a{k}")
         names[t] = f"x{k}"
-        body.append(f"x{k} = a{k}[{', '.join(indices[rank - t.shape.rank:])}]")
+        if state[t] == SCALAR:
+            before.append(f"x{k} = a{k}")
+        else:
+            body.append(f"x{k} = a{k}[{', '.join(indices[rank - t.shape.rank:])}]")
     helpers: set[str] = set()
     for k, (op, description) in enumerate(zip(group.ops, group.descriptions)):
         out = op.outputs[0]
@@ -674,8 +680,9 @@ def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
         if out.dtype is not dtypes.bool_:
             expr = f"np.{out.dtype.storage.name}({expr})"
         names[out] = f"t{k}"
-        body.append(f"t{k} = {expr}")
+        (before if state[out] == SCALAR else body).append(f"t{k} = {expr}")
     lines = ["", '@njit(cache=True, nogil=True, error_model="numpy")', f"def fused({', '.join(params)}):"]
+    lines.extend("    " + line for line in before)
     outs = []
     for k, t in enumerate(group.outputs):
         dtype = "np.bool_" if t.dtype is dtypes.bool_ else f"np.{t.dtype.storage.name}"
@@ -690,8 +697,9 @@ def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
 
 
 def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: Callable) -> Callable:
-    """The group's kernel for static shapes: a check of the inputs' shapes and types, then
-    the compiled loop (compiled on the first call); ``general`` for anything else."""
+    """The group's kernel for static shapes: a check of the inputs' shapes and types (a scalar
+    input must be a NumPy scalar of its type), then the compiled loop (compiled on the first
+    call); ``general`` for anything else."""
     compiled: list = []
 
     def first_call(*args):
@@ -699,8 +707,9 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: Callabl
             compiled.append(load_kernel(generate_static_source(group, state)))
         return compiled[0](*args)
     params = [f"a{k}" for k in range(len(group.inputs))]
-    checks = " and ".join(f"type(a{k}) is ndarray and a{k}.shape == s{k} and a{k}.dtype == d{k}"
-                          for k in range(len(params)))
+    checks = " and ".join(f"type(a{k}) is d{k}" if state[t] == SCALAR else
+                          f"type(a{k}) is ndarray and a{k}.shape == s{k} and a{k}.dtype == d{k}"
+                          for k, t in enumerate(group.inputs))
     source = (f"def run({', '.join(params)}):\n"
               f"    if {checks}:\n"
               f"        return fused({', '.join(params)})\n"
@@ -708,7 +717,7 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: Callabl
     scope: dict[str, Any] = {"ndarray": np.ndarray, "general": general, "fused": None}
     for k, t in enumerate(group.inputs):
         scope[f"s{k}"] = tuple(t.shape.as_list())
-        scope[f"d{k}"] = t.dtype.storage
+        scope[f"d{k}"] = t.dtype.storage.type if state[t] == SCALAR else t.dtype.storage
 
     def fused(*args):
         result = first_call(*args)
