@@ -155,3 +155,23 @@ def test_builders_reject_bad_arguments(graph, name):
     n = gradreg.placeholder(gradreg.int32, [None], name="n")
     with pytest.raises(error):
         build(x, n)
+
+
+@pytest.mark.parametrize("use_resource", [True, False])
+def test_a_gathered_row_of_a_variable_keeps_its_value_after_an_update(graph, use_resource):
+    # Rows of constants and feeds are views (nothing writes to them while a plan runs); a
+    # variable's row must not change when an update runs after the gather.
+    var = gradreg.Variable(np.arange(6.0).reshape(3, 2), name="v", use_resource=use_resource)
+    x = gradreg.placeholder(gradreg.float64, [3, 2], name="x")
+    i = gradreg.placeholder(gradreg.int32, [], name="i")
+    row, fed_row = gradreg.gather(var.read_value() if use_resource else var.handle, i), gradreg.gather(x, i)
+    with graph.control_dependencies([row.op, fed_row.op]):
+        update = [gradreg.train.GradientDescentOptimizer(1.0).apply_gradients([(np.full((3, 2), -10.0), var)]),
+                  var.scatter_add(gradreg.IndexedSlices(gradreg.constant(np.ones((1, 2))), gradreg.constant([1])))]
+    session = gradreg.Session(graph)
+    session.run(var.initializer)
+    fed = np.arange(6.0).reshape(3, 2) * -1
+    got, got_fed, _ = session.run([row, fed_row, update], {x: fed, i: 1})
+    np.testing.assert_array_equal(got, [2.0, 3.0])
+    np.testing.assert_array_equal(got_fed, [-2.0, -3.0])
+    np.testing.assert_array_equal(session.run(var), np.arange(6.0).reshape(3, 2) + [[10], [11], [10]])

@@ -676,6 +676,10 @@ def _gather_v2(op, ctx):
     from gradreg.shape_inference import constant_value
     static_axis = constant_value(op.inputs[2])
     if batch_dims == 0 and static_axis is not None and int(static_axis) == 0:
+        # A row of a value nothing writes to (a constant or a feed) can be a view of it; a
+        # variable's row is copied, as a later update must not change it.
+        view = _never_written(op.inputs[0])
+
         def gather_rows(params, indices, axis):
             # Rows of params (the embedding lookup / time-step read); one index is checked cheaply.
             if not (isinstance(indices, (int, np.integer)) or (type(indices) is np.ndarray and not indices.ndim)):
@@ -683,10 +687,23 @@ def _gather_v2(op, ctx):
             i = int(indices)
             if not 0 <= i < params.shape[0]:
                 raise IndexError(f"indices = {i} is not in [0, {params.shape[0]})")
-            return params[i].copy()
+            return params[i] if view else params[i].copy()
         return gather_rows
     return lambda params, indices, axis: gather(params, np.asarray(indices), int(_scalar(axis, "axis")),
                                                 batch_dims, op, ctx)
+
+
+def _never_written(t) -> bool:
+    """Whether ``t`` is a Const or Placeholder value (through Identity and loop Enters): no op
+    writes into it while a plan runs."""
+    for _ in range(64):
+        op = t.op
+        if op.type in ("Const", "Placeholder"):
+            return True
+        if op.type not in ("Identity", "Enter") or not op.inputs:
+            return False
+        t = op.inputs[0]
+    return False
 
 
 @kernel("Gather")

@@ -328,8 +328,11 @@ def _stack_list(op, ctx):
             if shape is None or None in shape:
                 raise ValueError("TensorListStack of an empty list needs a fully known element shape")
             return np.zeros([0] + shape, dtype=dtype.storage)
+        storage = dtype.storage
+        if all(type(v) is np.ndarray and v.dtype == storage for v in items):
+            return np.stack(items)     # np.stack checks that the shapes agree
         filled = [v if v is not None else _zeros(op, ctx, shape, dtype) for v in items]
-        return np.stack([np.asarray(v, dtype=dtype.storage) for v in filled])
+        return np.stack([np.asarray(v, dtype=storage) for v in filled])
     return stack
 
 
