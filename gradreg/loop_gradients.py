@@ -15,6 +15,10 @@ differentiates it as a whole, in TensorFlow's shape:
   stacks are LIFO, so backward iteration k sees the values of forward iteration T-1-k,
   and each popped value is released once the iteration has used it.
 * Its Exits are the gradients of the loop's initial values and invariants.
+* An invariant's per-iteration contributions that are linear in per-iteration values
+  (``x_t^T dz_t``) are summed after the loop from those values collected in TensorLists:
+  a popped forward value nothing else needs is pushed on a list by F itself (its stack push
+  is then never run), a value of B is set into a list reserved for the trip count.
 
 A loop nested in F's body is, inside the body gradient, one unit again; its own
 forward values (and trip count) are pushed in its frame and popped in its backward
