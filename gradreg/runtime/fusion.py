@@ -673,14 +673,7 @@ def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
         else:
             body.append(f"x{k} = a{k}[{', '.join(indices[rank - t.shape.rank:])}]")
     helpers: set[str] = set()
-    for k, (op, description) in enumerate(zip(group.ops, group.descriptions)):
-        out = op.outputs[0]
-        template = _Template(description.dtype, description.consts, helpers)
-        expr = template.format(description.expr, *[names[t] for t in op._inputs])
-        if out.dtype is not dtypes.bool_:
-            expr = f"np.{out.dtype.storage.name}({expr})"
-        names[out] = f"t{k}"
-        (before if state[out] == SCALAR else body).append(f"t{k} = {expr}")
+    _op_statements(group, state, names, helpers, before, body)
     lines = ["", '@njit(cache=True, nogil=True, error_model="numpy")', f"def fused({', '.join(params)}):"]
     lines.extend("    " + line for line in before)
     outs = []
@@ -769,14 +762,7 @@ def generate_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
         names[t] = f"x{k}"
         (before if state[t] == SCALAR else loop).append(f"x{k} = a{k}[{index.get(state[t], '0')}]")
     helpers: set[str] = set()
-    for k, (op, description) in enumerate(zip(group.ops, group.descriptions)):
-        out = op.outputs[0]
-        template = _Template(description.dtype, description.consts, helpers)
-        expr = template.format(description.expr, *[names[t] for t in op._inputs])
-        if out.dtype is not dtypes.bool_:
-            expr = f"np.{out.dtype.storage.name}({expr})"   # keeps every value in its graph type
-        names[out] = f"t{k}"
-        (before if state[out] == SCALAR else loop).append(f"t{k} = {expr}")
+    _op_statements(group, state, names, helpers, before, loop)
     for k, t in enumerate(group.outputs):
         params.append(f"o{k}")
         (before if state[t] == SCALAR else loop).append(f"o{k}[{index.get(state[t], '0')}] = {names[t]}")
@@ -791,6 +777,20 @@ def generate_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
         lines.append("    for i in range(n):")
         lines.extend("        " + line for line in loop or ["pass"])
     return module_source("\n".join(lines) + "\n", helpers)
+
+
+def _op_statements(group: FusedGroup, state: dict[Tensor, int], names: dict[Tensor, str], helpers: set[str],
+                   before: list[str], loop: list[str]) -> None:
+    """The statement computing each op of the group (``t{k} = ...``, named in ``names``):
+    in ``before`` when its value is a scalar, else in ``loop``."""
+    for k, (op, description) in enumerate(zip(group.ops, group.descriptions)):
+        out = op.outputs[0]
+        template = _Template(description.dtype, description.consts, helpers)
+        expr = template.format(description.expr, *[names[t] for t in op._inputs])
+        if out.dtype is not dtypes.bool_:
+            expr = f"np.{out.dtype.storage.name}({expr})"   # keeps every value in its graph type
+        names[out] = f"t{k}"
+        (before if state[out] == SCALAR else loop).append(f"t{k} = {expr}")
 
 
 def module_source(body: str, helpers: Iterable[str]) -> str:
