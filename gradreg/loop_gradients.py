@@ -69,6 +69,11 @@ def analyze_loop(frame: Frame, structure: LoopStructure) -> ForwardLoop:
     """Identify a loop frame's LoopCond, loop variables and invariants; GradientError if the frame
     is not shaped as TensorFlow's while_loop builds loops."""
     where = f"loop frame '{frame.name}'"
+    if any(isinstance(op._context, BackwardLoopContext) or op.type == "StackPopV2" for op in frame.ops):
+        # The loop is itself a loop's gradient: its forward values come from stacks, whose
+        # pops have no gradient, so differentiating it would silently drop terms.
+        raise GradientError(f"cannot differentiate {where}: it is the gradient of a while loop "
+                            f"(second-order gradients of while loops are not supported, as in TensorFlow)")
     conds = [op for op in frame.ops if op.type == "LoopCond"]
     if len(conds) != 1:
         raise GradientError(f"cannot differentiate {where}: it has {len(conds)} LoopCond nodes")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
+import pytest
 
 import gradreg as gr
 from gradreg.registry import get_registry
@@ -180,3 +181,20 @@ def test_loop_forward_values_are_released_as_backprop_pops_them(graph, monkeypat
     # value per iteration, and nothing the loop accumulated outlives the run.
     assert pops[0] - pops[-1] > (steps - 3) * one_value
     assert after - before < 2 * one_value + value.nbytes
+
+
+def test_second_order_gradient_of_a_while_loop_is_refused(graph):
+    # The backward loop reads forward values from stacks, whose pops have no gradient:
+    # differentiating it again would drop terms silently, so (as TensorFlow) it is an error
+    # naming the loop — also when the gradient graph was saved and loaded again.
+    x = gr.placeholder(gr.float64, [2, 3], name="x")
+    w = gr.placeholder(gr.float64, [3, 3], name="w")
+    _, h = gr.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, gr.tanh(gr.matmul(a, w))), [0, x])
+    (dw,) = gr.gradients(gr.reduce_sum(h * h), [w])
+    with pytest.raises(gr.errors.GradientError, match="while_context_grad.*second-order gradients of while loops"):
+        gr.gradients(gr.reduce_sum(dw * dw), [w])
+    loaded = gr.import_graph_def(graph.as_graph_def())
+    with loaded.as_default():
+        dw2, w2 = loaded.get_tensor_by_name(dw.name), loaded.get_tensor_by_name("w:0")
+        with pytest.raises(gr.errors.GradientError, match="second-order gradients of while loops"):
+            gr.gradients(gr.reduce_sum(dw2 * dw2), [w2])
