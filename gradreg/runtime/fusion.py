@@ -647,8 +647,9 @@ def _static_states(group: FusedGroup) -> dict[Tensor, int] | None:
             return None
     for op, description in zip(group.ops, group.descriptions):
         states = [state[t] for t in op._inputs]
-        if ROW in states and description.accepts is not accept_any:
-            return None
+        if not description.accepts(tuple(s == SCALAR for s in states)) \
+                or (ROW in states and description.accepts is not accept_any):
+            return None     # the NumPy kernel decides (and may refuse) these
         state[op.outputs[0]] = max(states)
     if any(state[t] != FULL or tuple(t.shape.as_list()) != full for t in group.outputs):
         return None
