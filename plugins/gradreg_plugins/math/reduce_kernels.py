@@ -252,22 +252,23 @@ def _sorted_segments(data, segment_ids, ctx, op):
     return ids, n
 
 
+def _segment_totals(data, segment_ids, ctx, op):
+    """Per segment, the sum of its rows of ``data``; and the checked ids and segment count."""
+    ids, n = _sorted_segments(data, segment_ids, ctx, op)
+    total = np.zeros((n,) + data.shape[1:], dtype=data.dtype)
+    np.add.at(total, ids, data)
+    return total, ids, n
+
+
 @kernel("SegmentSum")
 def _segment_sum(op, ctx):
-    def compute(data, segment_ids):
-        ids, n = _sorted_segments(data, segment_ids, ctx, op)
-        out = np.zeros((n,) + data.shape[1:], dtype=data.dtype)
-        np.add.at(out, ids, data)
-        return out
-    return compute
+    return lambda data, segment_ids: _segment_totals(data, segment_ids, ctx, op)[0]
 
 
 @kernel("SegmentMean")
 def _segment_mean(op, ctx):
     def compute(data, segment_ids):
-        ids, n = _sorted_segments(data, segment_ids, ctx, op)
-        total = np.zeros((n,) + data.shape[1:], dtype=data.dtype)
-        np.add.at(total, ids, data)
+        total, ids, n = _segment_totals(data, segment_ids, ctx, op)
         counts = np.bincount(ids, minlength=n).reshape((n,) + (1,) * (data.ndim - 1))
         divisor = np.maximum(counts, 1).astype(data.dtype)   # an empty segment's sum is 0 and stays 0
         if is_int(dtypes.as_dtype(data.dtype)):
