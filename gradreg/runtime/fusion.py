@@ -694,12 +694,6 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: Callabl
     """The group's kernel for static shapes: a check of the inputs' shapes and types (a scalar
     input must be a NumPy scalar of its type), then the compiled loop (compiled on the first
     call); ``general`` for anything else."""
-    compiled: list = []
-
-    def first_call(*args):
-        if not compiled:
-            compiled.append(load_kernel(generate_static_source(group, state)))
-        return compiled[0](*args)
     params = [f"a{k}" for k in range(len(group.inputs))]
     checks = " and ".join(f"type(a{k}) is d{k}" if state[t] == SCALAR else
                           f"type(a{k}) is ndarray and a{k}.shape == s{k} and a{k}.dtype == d{k}"
@@ -708,16 +702,15 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: Callabl
               f"    if {checks}:\n"
               f"        return fused({', '.join(params)})\n"
               f"    return general({', '.join(params)})\n")
-    scope: dict[str, Any] = {"ndarray": np.ndarray, "general": general, "fused": None}
+    scope: dict[str, Any] = {"ndarray": np.ndarray, "general": general}
     for k, t in enumerate(group.inputs):
         scope[f"s{k}"] = tuple(t.shape.as_list())
         scope[f"d{k}"] = t.dtype.storage.type if state[t] == SCALAR else t.dtype.storage
 
-    def fused(*args):
-        result = first_call(*args)
-        scope["fused"] = compiled[0]     # later calls go straight to the compiled loop
-        return result
-    scope["fused"] = fused
+    def compile_and_call(*args):
+        loop = scope["fused"] = load_kernel(generate_static_source(group, state))   # later calls: the loop
+        return loop(*args)
+    scope["fused"] = compile_and_call
     exec(compile(source, f"<gradreg-fused-{group.name}>", "exec"), scope)
     return scope["run"]
 
