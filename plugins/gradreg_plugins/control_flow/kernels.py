@@ -294,8 +294,7 @@ def _from_tensor(op, ctx):
 @kernel("TensorListPushBack")
 def _push_back(op, ctx):
     def push_back(handle, tensor):
-        if handle.slots is not None:
-            handle = handle.linked()
+        handle = handle.linked()
         return TensorList(handle.element_dtype, handle.element_shape, (tensor, handle.last), handle.length + 1)
     return push_back
 
@@ -303,8 +302,7 @@ def _push_back(op, ctx):
 @kernel("TensorListPopBack")
 def _pop_back(op, ctx):
     def pop_back(handle, element_shape):
-        if handle.slots is not None:
-            handle = handle.linked()
+        handle = handle.linked()
         if handle.last is None:
             raise ValueError("TensorListPopBack on an empty list")
         value, previous = handle.last
