@@ -36,7 +36,8 @@ from gradreg.errors import GradientError, describe_node
 from gradreg.graph import Graph, Operation, Tensor
 from gradreg.indexed_slices import IndexedSlices
 from gradreg.shape_inference import constant_value
-from gradreg.runtime.control_flow import ENTER, EXIT, MERGE, NEXT_ITERATION, SWITCH, Frame, LoopStructure
+from gradreg.runtime.control_flow import (ENTER, EXIT, MERGE, NEXT_ITERATION, STRUCTURE, SWITCH, Frame,
+                                         LoopStructure)
 
 
 @dataclass
@@ -404,12 +405,10 @@ def _collect_forward(forward: ForwardLoopContext, backward: BackwardLoopContext,
 def _unused(op: Operation, depth: int = 0) -> bool:
     """Whether nothing uses ``op``'s outputs but ops that are unused themselves (the
     per-iteration contributions replaced by sums after the loop)."""
-    if depth > 8 or op._control_outputs or op.type in _LOOP_OPS:
+    if depth > 8 or op._control_outputs or op.type in STRUCTURE:
         return False
     return all(_unused(c, depth + 1) for t in op.outputs for c in t.consumers())
 
-
-_LOOP_OPS = ENTER | EXIT | MERGE | SWITCH | NEXT_ITERATION
 
 
 def _stacked(value: Tensor, collected: dict, stacked: dict) -> Tensor:

@@ -40,7 +40,10 @@ NEXT_ITERATION = frozenset({"NextIteration", "RefNextIteration"})
 LOOP_COND = "LoopCond"
 CONTROL_TRIGGER = "ControlTrigger"
 
-_STRUCTURE = ENTER | EXIT | MERGE | SWITCH | NEXT_ITERATION | frozenset({LOOP_COND, CONTROL_TRIGGER})
+# The ops of v1 control flow: a plan with any of them is compiled by this module.
+V1_CONTROL_FLOW_OPS = ENTER | EXIT | MERGE | SWITCH | NEXT_ITERATION | frozenset({LOOP_COND})
+# The ops this module turns into Python control flow rather than kernel calls.
+STRUCTURE = V1_CONTROL_FLOW_OPS | frozenset({CONTROL_TRIGGER})
 
 HEADER, BODY, EXIT_REGION = 0, 1, 2
 _REGION_NAMES = {HEADER: "header", BODY: "body", EXIT_REGION: "exit"}
@@ -225,7 +228,7 @@ class _FrameCompiler:
         elementwise chains among each run of plain ops are fused (gradreg.runtime.fusion)."""
         run: list[Operation] = []
         for item in items:
-            if isinstance(item, Operation) and item.type not in _STRUCTURE:
+            if isinstance(item, Operation) and item.type not in STRUCTURE:
                 run.append(item)
                 continue
             self._emit_run(run, block)

@@ -28,15 +28,12 @@ import numpy as np
 from gradreg.errors import ExecutionError, GradregError, UnknownOpError, describe_node
 from gradreg.graph import Operation, Tensor, topological_order
 from gradreg.runtime.codegen import Block, CompiledFunction, insert_releases
+from gradreg.runtime.control_flow import V1_CONTROL_FLOW_OPS
 from gradreg.runtime.kernels import IDENTITY, NOOP, Constant, KernelContext, result_dtype_ok
 
 # Kernel-table key of the kernel running a node whose op type is a library function's name.
 FUNCTION_CALL_KERNEL = "<function call>"
 
-V1_CONTROL_FLOW_OPS = frozenset({
-    "Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter", "Exit", "RefExit",
-    "NextIteration", "RefNextIteration", "LoopCond",
-})
 
 
 def needed_ops(fetch_ops: Sequence[Operation], fed: set[Tensor]) -> list[Operation]:
