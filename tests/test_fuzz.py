@@ -18,7 +18,7 @@ import random
 
 import pytest
 from fuzz.campaign import FUZZ_ENV, run_campaign, seed_dtypes
-from fuzz.mutate import make_mutant, mutate_bytes, mutate_text
+from fuzz.mutate import endless_loop, make_mutant, mutate_bytes, mutate_text
 from fuzz.oracle import Verdict, classify_error, evaluate
 from fuzz.seeds import all_seeds
 from hypothesis import HealthCheck, given, settings
@@ -28,6 +28,7 @@ import gradreg as gr
 from gradreg import config
 from gradreg.errors import GradregError
 from gradreg.formats.arrays import read_npy, read_npz
+from gradreg.proto import graph_pb2
 
 CI_SEED = 16
 CI_COUNT = int(os.environ.get("GRADREG_FUZZ_COUNT", "300"))
@@ -145,3 +146,14 @@ def test_hostile_feed_files_are_arrays_or_feed_errors(tmp_path, fuzz_limits, rng
             reader(str(path))
         except GradregError as exc:
             _assert_clean(exc, [str(path)])
+
+
+def test_endless_loop_mutator_feeds_a_loopcond_left_with_no_inputs():
+    # The 12-minute campaign once crashed its own runner here: an earlier mutation had emptied a
+    # LoopCond's inputs, and the mutator indexed input[0].
+    gd = graph_pb2.GraphDef()
+    gd.node.add(name="cond", op="LoopCond")
+    note = endless_loop(random.Random(0), gd, None)
+    assert note == "LoopCond 'cond' fed True"
+    assert list(gd.node[0].input) == ["cond_fuzztrue"]
+    assert gd.node[1].name == "cond_fuzztrue" and gd.node[1].op == "Const" and not gd.node[1].input

@@ -433,6 +433,20 @@ def test_default_gradient_of_a_tensor_with_a_dimension_past_int32(tmp_path):
         gr.Session(graph).run(grad)   # Neg's gradient needs no feed: only the ones it starts from
 
 
+def test_a_static_dimension_past_int64_names_the_node(tmp_path, capsys):
+    # Found by the long fuzz run: a Tile of a [2, 2**62] placeholder by [1, 4] has a static dimension
+    # past int64; it surfaced, unlocated, when grad built the default grad_ys from that shape.
+    shape = 'attr { key: "shape" value { shape { dim { size: 2 } dim { size: 4611686018427387904 } } } }'
+    gd = _gd(PLACEHOLDER.replace("} } }", "} } " + shape + " }")
+             + 'node { name: "m" op: "Const" attr { key: "dtype" value { type: DT_INT32 } } attr { key: "value" '
+               'value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 2 } } int_val: 1 int_val: 4 } } } }\n'
+               'node { name: "t" op: "Tile" input: "x" input: "m" attr { key: "T" value { type: DT_FLOAT } } '
+               'attr { key: "Tmultiples" value { type: DT_INT32 } } }\n')
+    code, err = _cli(["grad", _write(tmp_path, gd), "--ys", "t", "--xs", "x", "-o", tmp_path / "g.pb"], capsys)
+    assert code == 1
+    _one_line(err, "g.pb", "node 't' (op Tile)", "past int64")
+
+
 def test_run_saves_string_fetches(tmp_path, capsys):
     gd = _gd('node { name: "s" op: "Const" attr { key: "dtype" value { type: DT_STRING } } '
              'attr { key: "value" value { tensor { dtype: DT_STRING tensor_shape { dim { size: 2 } } '

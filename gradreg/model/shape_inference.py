@@ -86,6 +86,7 @@ class InferenceContext:
 
 _SHAPE_FNS: dict[str, Any] = {}
 _UNRESOLVED = object()
+_MAX_DIM = 2**63 - 1
 
 
 def infer_shapes(op: Operation) -> None:
@@ -127,7 +128,13 @@ def _set_output_shapes(op: Operation, result: Any) -> None:
                          f"shapes for {len(op.outputs)} outputs")
     for t, s in zip(op.outputs, shapes):
         if s is not None:
-            t.set_static_shape(s if type(s) is TensorShape else TensorShape(s))
+            shape = s if type(s) is TensorShape else TensorShape(s)
+            if shape.dims is not None and any(d is not None and d > _MAX_DIM for d in shape.dims):
+                # A dimension past int64 (an overflowing product of attrs or constants) cannot be a
+                # tensor's: TensorFlow refuses it too; here, not later when a gradient needs it.
+                raise ShapeError(f"{describe_node(op.name, op.type)}: output {t.value_index} would have "
+                                 f"shape {list(shape.dims)}, a dimension past int64")
+            t.set_static_shape(shape)
 
 
 def constant_value(tensor: Tensor) -> np.ndarray[Any, Any] | None:

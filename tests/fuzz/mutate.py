@@ -362,7 +362,10 @@ def endless_loop(rng, gd, seed):
         value.bool_val.append(True)
         ctrl = [t for t in node.input if not t.startswith("^")]
         const.input.extend([f"^{ctrl[0].split(':')[0]}"] if ctrl else [])
-        node.input[0] = const.name
+        if ctrl:   # an earlier mutation may have left the LoopCond with no data input
+            node.input[list(node.input).index(ctrl[0])] = const.name
+        else:
+            node.input.insert(0, const.name)
         return f"LoopCond '{node.name}' fed True"
     for fn in gd.library.function:
         for n in fn.node_def:
