@@ -447,6 +447,16 @@ def test_a_static_dimension_past_int64_names_the_node(tmp_path, capsys):
     _one_line(err, "g.pb", "node 't' (op Tile)", "past int64")
 
 
+def test_a_reference_input_fed_a_plain_value_names_the_node(tmp_path, capsys):
+    # Found by the long fuzz run: a Neg retyped to RefIdentity (input Ref(T)) over a placeholder loaded,
+    # and running it failed inside the plan, reading a variable that was not there. TensorFlow
+    # refuses such a graph on import; so does gradreg, naming the node.
+    gd = _gd(PLACEHOLDER + NEG.replace('op: "Neg"', 'op: "RefIdentity"'))
+    code, err = _cli(["run", _write(tmp_path, gd), "--feed", "x=1.5", "--fetch", "y"], capsys)
+    assert code == 1
+    _one_line(err, "g.pb", "node 'y' (op RefIdentity)", "input 0 (x:0) is float32, expected float32_ref")
+
+
 def test_run_saves_string_fetches(tmp_path, capsys):
     gd = _gd('node { name: "s" op: "Const" attr { key: "dtype" value { type: DT_STRING } } '
              'attr { key: "value" value { tensor { dtype: DT_STRING tensor_shape { dim { size: 2 } } '

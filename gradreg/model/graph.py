@@ -880,6 +880,12 @@ class Graph:
                 raise TypeMismatchError(
                     f"{describe_node(op.name, op.type)}: input {i} ({t.name}) is {have.name}, "
                     f"expected {want.name}")
+            if want.is_ref and not have.is_ref:
+                # A reference input (a TF1 variable's) must come from a reference output, as
+                # TensorFlow requires: a plain value there has no variable behind it to read.
+                raise TypeMismatchError(
+                    f"{describe_node(op.name, op.type)}: input {i} ({t.name}) is {have.name}, "
+                    f"expected {want.name} (a reference to a variable)")
         for spec in definition.attr_specs.values():
             if not spec.constrained:
                 continue
