@@ -9,6 +9,7 @@ and every weight, given a cotangent of the output. Contenders, each in its own p
 turns a few calls at a time (bench/_timing.py):
 
 * ``gradreg``: forward.pb loaded and differentiated by gradreg (default backend, default threads);
+  ``gradreg 1 thread`` the same with GRADREG_THREADS=1 (what the second core buys);
 * ``tensorflow 2 threads``: TensorFlow's session on tf_grad.pb with intra- and inter-op pools of
   2 threads (the machine's cores); ``tensorflow 1 thread`` with pools of one.
 
@@ -101,7 +102,8 @@ def tensorflow_step(name: str, threads: int = 2):
 
 
 def contenders(name: str, with_tf: bool) -> list[Contender]:
-    found = [Contender("gradreg", "foreign_cnn:gradreg_step", {"name": name})]
+    found = [Contender("gradreg", "foreign_cnn:gradreg_step", {"name": name}),
+             Contender("gradreg 1 thread", "foreign_cnn:gradreg_step", {"name": name}, env={"GRADREG_THREADS": "1"})]
     if with_tf:
         found.append(Contender("tensorflow 2 threads", "foreign_cnn:tensorflow_step", {"name": name, "threads": 2}))
         found.append(Contender("tensorflow 1 thread", "foreign_cnn:tensorflow_step", {"name": name, "threads": 1}))

@@ -8,9 +8,14 @@ slowed by 1.5-2x. So gradreg decides per call:
 
 * :func:`threads_for` gives the number of threads a call of a given amount of work gets:
   one below ``work_per_thread`` units per thread, and never more than the cores other
-  processes leave free (sampled from /proc/stat at most every 0.1 s, gradreg's own CPU
-  time subtracted; the load average where /proc/stat is missing). ``GRADREG_THREADS``
-  caps it (1: every kernel single-threaded).
+  processes leave free. On Linux that is read as it is now, at most every 5 ms: the threads
+  runnable on the machine (/proc/loadavg) less this process's own (/proc/self/task), so a
+  BLAS thread of ours spinning after a product is not taken for another process, and a
+  process that has just stopped no longer counts. (An average over the last interval, as
+  /proc/stat gives, lags: it took another process's burst that had just ended for load that
+  was still there.) Elsewhere, or where those files cannot be read: /proc/stat's busy time
+  over the last 0.1 s less this process's CPU time, or the load average.
+  ``GRADREG_THREADS`` caps it (1: every kernel single-threaded).
 * :func:`blas_threads` sets BLAS's thread count (threadpoolctl) for the calls inside it.
 * :func:`parallel` runs parts of a kernel (numba loops that release the GIL) in a small
   pool of worker threads and the calling thread; idle workers sleep, they never spin.
@@ -45,9 +50,47 @@ def max_threads() -> int:
     return CORES
 
 
+RUNNABLE_SAMPLE_SECONDS = 0.005
+
+
+class _Runnable:
+    """Threads of other processes runnable now: the machine's runnable threads (the fourth
+    field of /proc/loadavg, the reader included) less this process's threads in state R."""
+
+    def __init__(self) -> None:
+        self.loadavg = os.open("/proc/loadavg", os.O_RDONLY)
+        self.tasks: dict[str, int] = {}    # thread id -> open /proc/self/task/<id>/stat
+
+    def own_running(self) -> int:
+        tids = os.listdir("/proc/self/task")
+        for gone in set(self.tasks) - set(tids):
+            os.close(self.tasks.pop(gone))
+        running = 0
+        for tid in tids:
+            fd = self.tasks.get(tid)
+            if fd is None:
+                try:
+                    fd = self.tasks[tid] = os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY)
+                except FileNotFoundError:   # the thread ended since the listing
+                    continue
+            try:
+                stat = os.pread(fd, 512, 0)
+            except ProcessLookupError:
+                continue
+            # "tid (name) S ...": the state follows the last ')' (a name may hold one)
+            if stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"R":
+                running += 1
+        return running
+
+    def others(self) -> int:
+        total = int(os.pread(self.loadavg, 128, 0).split()[3].split(b"/")[0])
+        return max(0, total - self.own_running())
+
+
 class _FreeCores:
-    """Cores that other processes leave free, from the machine's busy time (/proc/stat)
-    minus this process's own CPU time over the last interval."""
+    """Cores that other processes leave free: from the threads runnable now where Linux says
+    (:class:`_Runnable`), else from the machine's busy time (/proc/stat) minus this
+    process's own CPU time over the last interval."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -56,6 +99,14 @@ class _FreeCores:
         self.free = float(CORES)
         self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self.proc_stat = os.path.exists("/proc/stat")
+        self.runnable: _Runnable | None = None
+        self.interval = SAMPLE_SECONDS
+        try:
+            self.runnable = _Runnable()
+            self.runnable.others()
+            self.interval = RUNNABLE_SAMPLE_SECONDS
+        except (OSError, ValueError, IndexError):
+            self.runnable = None
         self.sample()
 
     def machine_busy_seconds(self) -> float:
@@ -66,6 +117,14 @@ class _FreeCores:
 
     def sample(self) -> None:
         now = time.monotonic()
+        if self.runnable is not None:
+            try:
+                self.free = float(max(0, CORES - self.runnable.others()))
+                self.when = now
+                return
+            except (OSError, ValueError, IndexError):
+                self.runnable = None
+                self.interval = SAMPLE_SECONDS
         times = os.times()
         own = times.user + times.system
         if not self.proc_stat:
@@ -81,7 +140,7 @@ class _FreeCores:
         self.when, self.busy, self.own = now, busy, own
 
     def current(self) -> float:
-        if time.monotonic() - self.when >= SAMPLE_SECONDS and self.lock.acquire(blocking=False):
+        if time.monotonic() - self.when >= self.interval and self.lock.acquire(blocking=False):
             try:
                 self.sample()
             except (OSError, ValueError):
@@ -95,7 +154,7 @@ _free_cores: _FreeCores | None = None
 
 
 def free_cores() -> float:
-    """How many cores other processes leave free (sampled at most every 0.1 s)."""
+    """How many cores other processes leave free (read at most every 5 ms on Linux, 0.1 s elsewhere)."""
     global _free_cores
     if _free_cores is None:
         _free_cores = _FreeCores()

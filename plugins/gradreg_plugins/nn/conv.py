@@ -169,17 +169,44 @@ class _Conv:
 
 # Products of at least this many flops per thread get more than one BLAS thread (when free).
 BLAS_FLOPS_PER_THREAD = 8e6
+# Convolutions of at least this many flops per thread share their batch blocks among threads.
+BLOCK_FLOPS_PER_THREAD = 2e6
 # im2col matrices are made a block of the batch at a time, each within this many bytes: a
 # whole batch's would be kh*kw times the input, the largest transient of a CNN step.
 SCRATCH_BYTES = 1 << 19
 
 
-def _matmul(a: np.ndarray, b: np.ndarray, flops: float) -> np.ndarray:
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b (stacks of matrices; one group: plain matrices, np.dot's lighter dispatch)."""
+    if a.ndim == 3 and a.shape[0] == 1 and b.shape[0] == 1:
+        return np.dot(a[0], b[0])[None]
+    return np.matmul(a, b)
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, flops: float) -> np.ndarray:
+    """a @ b with BLAS threads for ``flops``."""
     with threads.blas_threads(threads.threads_for(flops, BLAS_FLOPS_PER_THREAD)):
-        if a.ndim == 3 and a.shape[0] == 1 and b.shape[0] == 1:
-            return np.dot(a[0], b[0])[None]
-        return np.matmul(a, b)
+        return _product(a, b)
+
+
+def _over_batch(conv: _Conv, bytes_per_entry: int, work) -> list:
+    """``work(part, n0, n1, product)`` for each block of the batch, in order. A large
+    convolution's blocks are shared among threads when cores are free (each block's copy
+    into columns and its product run in one thread, BLAS single-threaded): a block's own
+    product is too small for BLAS to split well, and the copies would stay serial.
+    Otherwise each block's product picks its BLAS threads (``product`` is _matmul)."""
+    blocks = conv.batch_blocks(bytes_per_entry)
+    parts = min(len(blocks), threads.threads_for(conv.flops, BLOCK_FLOPS_PER_THREAD))
+    if parts <= 1:
+        return [work(conv.with_batch(n1 - n0), n0, n1, _matmul) for n0, n1 in blocks]
+
+    def run(i: int) -> list:
+        lo, hi = threads.split(len(blocks), parts)[i]
+        return [work(conv.with_batch(n1 - n0), n0, n1, lambda a, b, flops: _product(a, b))
+                for n0, n1 in blocks[lo:hi]]
+
+    with threads.blas_threads(1):
+        return [r for chunk in threads.parallel(run, parts) for r in chunk]
 
 
 def _forward(conv: _Conv, x: np.ndarray, f: np.ndarray, dtype) -> np.ndarray:
@@ -192,9 +219,11 @@ def _forward(conv: _Conv, x: np.ndarray, f: np.ndarray, dtype) -> np.ndarray:
     weights = conv.grouped_filter(f)
     out = np.empty((conv.n, conv.oh, conv.ow, conv.out_channels), np.result_type(x, f))
     windows = conv.windows(conv.padded(x))
-    for n0, n1 in conv.batch_blocks(conv.window_bytes * out.itemsize // 4):
-        part = conv.with_batch(n1 - n0)
-        out[n0:n1] = part.ungroup_out(_matmul(part.im2col(x, windows, n0), weights, part.flops))
+
+    def block(part: _Conv, n0: int, n1: int, product) -> None:
+        out[n0:n1] = part.ungroup_out(product(part.im2col(x, windows, n0), weights, part.flops))
+
+    _over_batch(conv, conv.window_bytes * out.itemsize // 4, block)
     return out.astype(dtype, copy=False)
 
 
@@ -216,10 +245,11 @@ def _transposed(conv: _Conv, f: np.ndarray, dy: np.ndarray) -> np.ndarray | None
     weights = inner.grouped_filter(np.ascontiguousarray(f[::-1, ::-1].transpose(0, 1, 3, 2)))
     dx = np.empty((conv.n, conv.h, conv.w, conv.c), np.result_type(f, dy))
     windows = inner.windows(pad_spatial(dy, top, bottom, left, right))
-    for n0, n1 in inner.batch_blocks(inner.window_bytes * dx.itemsize // 4):
-        part = inner.with_batch(n1 - n0)
-        cols = part.im2col(dy, windows, n0)
-        dx[n0:n1] = _matmul(cols, weights, part.flops).reshape(n1 - n0, conv.h, conv.w, conv.c)
+
+    def block(part: _Conv, n0: int, n1: int, product) -> None:
+        dx[n0:n1] = product(part.im2col(dy, windows, n0), weights, part.flops).reshape(n1 - n0, conv.h, conv.w, conv.c)
+
+    _over_batch(inner, inner.window_bytes * dx.itemsize // 4, block)
     return dx
 
 
@@ -235,10 +265,12 @@ def _backprop_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, dtype) -> np.nda
     if transposed is not None:
         return transposed.astype(dtype, copy=False)
     dx = np.empty((conv.n, conv.h, conv.w, conv.c), np.result_type(f, dy))
-    for n0, n1 in conv.batch_blocks(conv.window_bytes * dx.itemsize // 4):
-        part = conv.with_batch(n1 - n0)
-        cols = _matmul(part.grouped_out(dy[n0:n1]), weights, part.flops)
+
+    def block(part: _Conv, n0: int, n1: int, product) -> None:
+        cols = product(part.grouped_out(dy[n0:n1]), weights, part.flops)
         dx[n0:n1] = part.col2im(cols, cols.dtype)
+
+    _over_batch(conv, conv.window_bytes * dx.itemsize // 4, block)
     return dx.astype(dtype, copy=False)
 
 
@@ -249,13 +281,15 @@ def _backprop_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, dtype) -> np.nd
     if conv.pointwise:
         product = _matmul(x.reshape(1, -1, conv.c).transpose(0, 2, 1), conv.grouped_out(dy), conv.flops)
         return conv.ungroup_filter(product).astype(dtype, copy=False)
-    df: np.ndarray | None = None
     windows = conv.windows(conv.padded(x))
-    for n0, n1 in conv.batch_blocks(conv.window_bytes * np.result_type(x, dy).itemsize // 4):
-        part = conv.with_batch(n1 - n0)
-        term = _matmul(part.im2col(x, windows, n0).transpose(0, 2, 1), part.grouped_out(dy[n0:n1]), part.flops)
-        df = term if df is None else np.add(df, term, out=df)
-    assert df is not None   # the batch is not empty here
+
+    def block(part: _Conv, n0: int, n1: int, product) -> np.ndarray:
+        return product(part.im2col(x, windows, n0).transpose(0, 2, 1), part.grouped_out(dy[n0:n1]), part.flops)
+
+    terms = _over_batch(conv, conv.window_bytes * np.result_type(x, dy).itemsize // 4, block)
+    df = terms[0]   # the batch is not empty here
+    for term in terms[1:]:
+        np.add(df, term, out=df)
     return conv.ungroup_filter(df).astype(dtype, copy=False)
 
 

@@ -1,0 +1,115 @@
+"""Conv2D and its backprops over blocks of the batch, in one thread and shared among threads
+(gradreg_plugins.nn.conv._over_batch), against an einsum reference and the adjoint identities."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import sliding_window_view
+
+import gradreg as gr
+from gradreg.backends import threads
+from gradreg_plugins.nn import conv
+
+
+def _reference_conv(x, f, stride, padding):
+    """NHWC x HWIO, dilation 1, by explicit windows (groups from the filter's input depth)."""
+    kh, kw, per_group, out = f.shape
+    h, w = x.shape[1:3]
+    if padding == "SAME":
+        oh, ow = -(-h // stride), -(-w // stride)
+        ph, pw = max(0, (oh - 1) * stride + kh - h), max(0, (ow - 1) * stride + kw - w)
+        x = np.pad(x, ((0, 0), (ph // 2, ph - ph // 2), (pw // 2, pw - pw // 2), (0, 0)))
+    windows = sliding_window_view(x, (kh, kw), axis=(1, 2))[:, ::stride, ::stride]   # n, oh, ow, c, kh, kw
+    groups = x.shape[3] // per_group
+    parts = []
+    for g in range(groups):
+        fg = f[..., g * (out // groups):(g + 1) * (out // groups)]
+        parts.append(np.einsum("nhwcij,ijco->nhwo", windows[:, :, :, g * per_group:(g + 1) * per_group], fg))
+    return np.concatenate(parts, axis=-1)
+
+
+CASES = [  # x shape, filter shape, stride, padding, dtype
+    ((6, 11, 9, 4), (3, 3, 4, 5), 1, "SAME", np.float32),
+    ((6, 11, 9, 4), (3, 3, 4, 5), 2, "SAME", np.float64),
+    ((5, 8, 8, 6), (3, 2, 6, 2), 1, "VALID", np.float64),
+    ((5, 8, 8, 6), (3, 3, 3, 4), 1, "SAME", np.float32),      # two groups
+]
+
+
+@pytest.mark.parametrize("xs, fs, stride, padding, dtype", CASES)
+def test_blocks_shared_among_threads_give_the_single_thread_values(xs, fs, stride, padding, dtype, monkeypatch):
+    rng = np.random.default_rng(7)
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(dtype, xs)
+        f = gr.placeholder(dtype, fs)
+        strides = [1, stride, stride, 1]
+        y = gr.apply_op("Conv2D", x, f, strides=strides, padding=padding)
+        dy = gr.placeholder(dtype, y.shape)
+        dx = gr.apply_op("Conv2DBackpropInput", gr.constant(list(xs)), f, dy, strides=strides, padding=padding)
+        df = gr.apply_op("Conv2DBackpropFilter", x, gr.constant(list(fs)), dy, strides=strides, padding=padding)
+    xv, fv = rng.standard_normal(xs).astype(dtype), rng.standard_normal(fs).astype(dtype)
+    dyv = rng.standard_normal(tuple(y.shape.as_list())).astype(dtype)
+    feeds = {x: xv, f: fv, dy: dyv}
+    # One batch entry a block, every convolution large enough to share its blocks.
+    monkeypatch.setattr(conv, "SCRATCH_BYTES", 1)
+    monkeypatch.setattr(conv.threads, "threads_for", lambda work, per_thread: 1)
+    one = gr.Session(graph, backend="numpy").run([y, dx, df], feeds)
+    calls = []
+    real_parallel = threads.parallel
+
+    def parallel(fn, parts):
+        calls.append(parts)
+        return real_parallel(fn, parts)
+
+    monkeypatch.setattr(conv.threads, "threads_for", lambda work, per_thread: 2)
+    monkeypatch.setattr(conv.threads, "parallel", parallel)
+    shared = gr.Session(graph, backend="numpy").run([y, dx, df], feeds)
+    assert calls and set(calls) == {2}
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for a, b in zip(one, shared):
+        np.testing.assert_allclose(b, a, rtol=tol, atol=tol)
+    yv, dxv, dfv = shared
+    np.testing.assert_allclose(yv, _reference_conv(xv, fv, stride, padding), rtol=tol * 10, atol=tol * 10)
+    # <dy, conv(x, f)> = <backprop_input(f, dy), x> = <backprop_filter(x, dy), f>
+    inner = float(np.sum(dyv.astype(np.float64) * yv))
+    scale = tol * 100 * max(1.0, abs(inner))
+    assert abs(float(np.sum(dxv.astype(np.float64) * xv)) - inner) < scale * 10
+    assert abs(float(np.sum(dfv.astype(np.float64) * fv)) - inner) < scale * 10
+
+
+def test_free_cores_count_a_busy_process_but_not_our_own_busy_threads():
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    runnable = threads._Runnable()
+    stop = threading.Event()
+
+    def spin():      # a thread of ours, busy (as a BLAS thread spinning after a product)
+        while not stop.is_set():
+            sum(range(1000))
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        quiet = []
+        for _ in range(40):
+            quiet.append(runnable.others())
+            time.sleep(0.005)
+    finally:
+        stop.set()
+        spinner.join()
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        loaded = []
+        for _ in range(20):
+            loaded.append(runnable.others())
+            time.sleep(0.005)
+    finally:
+        busy.kill()
+        busy.wait()
+    assert min(quiet) == 0, quiet
+    assert min(loaded) >= 1, loaded
