@@ -13,9 +13,16 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse
+
+from gradreg_plugins._lazy import LazyModule
+
+if TYPE_CHECKING:
+    import scipy.sparse
+
+scipy_sparse = LazyModule("scipy.sparse")   # imported when a resampling matrix is first built
 
 F32 = np.float32
 _TINY = F32(1000) * np.finfo(np.float32).tiny   # below it, TensorFlow leaves weights unnormalized
@@ -36,7 +43,7 @@ class Taps:
     def matrix(self) -> scipy.sparse.csr_matrix:
         """The (out, in) matrix; taps hitting the same input position add up."""
         rows = np.repeat(np.arange(self.out_size), self.index.shape[1])
-        return scipy.sparse.csr_matrix((self.weight.ravel(), (rows, self.index.ravel())),
+        return scipy_sparse.csr_matrix((self.weight.ravel(), (rows, self.index.ravel())),
                                        shape=(self.out_size, self.in_size))
 
 

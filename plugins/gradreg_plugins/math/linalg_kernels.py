@@ -4,11 +4,13 @@ decompositions, solves, determinants, square roots, tridiagonal and banded syste
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 from gradreg.backends import threads
+from gradreg_plugins._lazy import LazyModule
 from gradreg_plugins.math import numerics as nm
 from gradreg_plugins.math.kernels import cast_array, kernel
+
+scipy_linalg = LazyModule("scipy.linalg")
 
 
 def _compute_type(dtype: np.dtype) -> np.dtype:
@@ -257,7 +259,7 @@ def _cholesky_grad(op, ctx):
         work_l, work_g = _float_work(np.tril(chol)), _float_work(np.tril(grad))
         middle = np.tril(np.swapaxes(work_l, -1, -2) @ work_g)
         middle = middle - 0.5 * np.tril(np.triu(middle))          # the diagonal halved
-        inverse = _each_matrix(lambda m: scipy.linalg.solve_triangular(m, np.eye(m.shape[-1]), lower=True), work_l)
+        inverse = _each_matrix(lambda m: scipy_linalg.solve_triangular(m, np.eye(m.shape[-1]), lower=True), work_l)
         if inverse is None:
             return np.zeros_like(chol)
         s = np.swapaxes(inverse, -1, -2) @ middle @ inverse
@@ -308,7 +310,7 @@ def _triangular_solve(matrix: np.ndarray, rhs: np.ndarray, lower: bool, adjoint:
 
     def solve(m, b):
         try:
-            return scipy.linalg.solve_triangular(m, b, lower=lower, trans=trans, check_finite=False)
+            return scipy_linalg.solve_triangular(m, b, lower=lower, trans=trans, check_finite=False)
         except (np.linalg.LinAlgError, ValueError):
             return _substitution(m, b, lower, adjoint)
     out = _each_matrix(solve, matrix, rhs)
@@ -489,7 +491,7 @@ def _lu(op, ctx):
         n = x.shape[-1]
 
         def factor(m):
-            lu, pivots = scipy.linalg.lu_factor(m, check_finite=False)
+            lu, pivots = scipy_linalg.lu_factor(m, check_finite=False)
             perm = np.arange(n)
             for i, j in enumerate(pivots):
                 perm[[i, j]] = perm[[j, i]]
@@ -519,7 +521,7 @@ def _sqrtm(m: np.ndarray) -> np.ndarray:
     if m.size == 0:
         return m
     with np.errstate(all="ignore"):
-        root = scipy.linalg.sqrtm(m)
+        root = scipy_linalg.sqrtm(m)
     if m.dtype.kind != "c" and np.iscomplexobj(root):
         if np.max(np.abs(root.imag), initial=0.0) > 1e3 * np.finfo(m.dtype).eps * max(1.0, np.max(np.abs(root))):
             return np.full(m.shape, np.nan, m.dtype)
@@ -540,7 +542,7 @@ def _tridiagonal_solve(op, ctx):
             banded = np.zeros_like(d)
             banded[0, 1:], banded[1], banded[2, :-1] = d[0, :-1], d[1], d[2, 1:]
             try:
-                return scipy.linalg.solve_banded((1, 1), banded, b, check_finite=False)
+                return scipy_linalg.solve_banded((1, 1), banded, b, check_finite=False)
             except np.linalg.LinAlgError:
                 raise ValueError("The matrix is not invertible.") from None
         out = _each_matrix(solve, diagonals, rhs)

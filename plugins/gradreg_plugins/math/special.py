@@ -31,16 +31,18 @@ as in TensorFlow: differentiating them again is an error, not a silent zero.
 from __future__ import annotations
 
 import numpy as np
-import scipy.special as sc
 
 from gradreg.autodiff import rules
 from gradreg.build.builders import apply_op, constant
 from gradreg.model import shape_fns as sf
 from gradreg.model.graph import Tensor
+from gradreg_plugins._lazy import LazyModule
 from gradreg_plugins.math import family
 from gradreg_plugins.math import special_numerics as sn
 from gradreg_plugins.math.grads import gradient, unbroadcast, unbroadcast_to
 from gradreg_plugins.math.kernels import binary, kernel
+
+sc = LazyModule("scipy.special")
 
 _FLOAT = "T: {bfloat16, float16, float32, float64}"
 

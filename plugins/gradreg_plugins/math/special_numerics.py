@@ -10,7 +10,10 @@ above, both carrying the derivative w.r.t. ``a`` along (forward mode), in float6
 from __future__ import annotations
 
 import numpy as np
-import scipy.special as sc
+
+from gradreg_plugins._lazy import LazyModule
+
+sc = LazyModule("scipy.special")
 
 _EPS = 1e-16
 _TINY = 1e-300
