@@ -73,11 +73,19 @@ class PluginSource:
 
 def entry_point_sources() -> list[PluginSource]:
     sources = []
+    # A distribution's name and version come from its METADATA, parsed anew on every read of
+    # either (with gradreg's README inside, ~1 ms): read once per distribution, not twice per
+    # entry point.
+    described: dict[int, tuple[str, str]] = {}
     for ep in sorted(importlib.metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP), key=lambda e: e.name):
         dist = getattr(ep, "dist", None)
-        sources.append(PluginSource(
-            name=ep.name, load=ep.load, version=getattr(dist, "version", "") or "",
-            distribution=getattr(dist, "name", "") or "", target=ep.value))
+        if id(dist) not in described:
+            metadata = getattr(dist, "metadata", None) if dist is not None else None
+            described[id(dist)] = ((metadata["Name"] or "", metadata["Version"] or "") if metadata is not None
+                                   else ("", ""))
+        distribution, version = described[id(dist)]
+        sources.append(PluginSource(name=ep.name, load=ep.load, version=version, distribution=distribution,
+                                    target=ep.value))
     return sources
 
 
