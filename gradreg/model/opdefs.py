@@ -22,9 +22,10 @@ and defaults for builders, NodeDef validation, output dtypes, and the builder
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from gradreg.errors import GraphError, OpDefinitionError, TypeMismatchError
@@ -269,16 +270,24 @@ def _split_set(body: str) -> list[str]:
 
 
 def _expand_types(names: Iterable[str]) -> tuple[DType, ...]:
-    out: list[DType] = []
+    out: dict[int, DType] = {}    # by identity (DTypes are singletons), in first-seen order
     for name in names:
         group = dtypes.TYPE_GROUPS.get(name)
         for t in group if group is not None else (dtypes.as_dtype(name),):
-            if t not in out:
-                out.append(t)
-    return tuple(out)
+            out.setdefault(id(t), t)
+    return tuple(out.values())
 
 
 def parse_attr(spec: str) -> AttrSpec:
+    """The AttrSpec a spec string declares (``"T: {float32, float64} = DT_FLOAT"``). Families
+    repeat the same specs across hundreds of ops: each distinct string is parsed once (a list
+    default is copied, so that no two definitions share it)."""
+    parsed = _parse_attr(spec)
+    return replace(parsed, default=list(parsed.default)) if type(parsed.default) is list else parsed
+
+
+@functools.cache
+def _parse_attr(spec: str) -> AttrSpec:
     m = _ATTR_RE.match(spec)
     if not m:
         raise OpDefinitionError(f"cannot parse attr {spec!r}")
