@@ -113,3 +113,25 @@ def test_free_cores_count_a_busy_process_but_not_our_own_busy_threads():
         busy.wait()
     assert min(quiet) == 0, quiet
     assert min(loaded) >= 1, loaded
+
+
+def test_pool_workers_run_off_the_callers_core():
+    import os
+    import threading
+
+    if threads.CORES < 2 or threads._Placement().getcpu is None:
+        pytest.skip("one core, or no sched_getcpu")
+    where = []
+
+    def part(i):
+        where.append((i, threading.get_native_id()))
+        return i * 10
+
+    assert threads.parallel(part, 2) == [0, 10]       # the pool starts; its worker is placed from now on
+    assert threads.parallel(part, 2) == [0, 10]
+    placement = threads._placement
+    assert placement is not None and placement.workers
+    assert placement.pinned_away_from in placement.allowed
+    for tid in placement.workers:
+        assert os.sched_getaffinity(tid) == placement.allowed - {placement.pinned_away_from}
+    assert {tid for i, tid in where if i == 1} <= set(placement.workers)
