@@ -87,6 +87,13 @@ def test_free_cores_count_a_busy_process_but_not_our_own_busy_threads():
     runnable = threads._Runnable()
     stop = threading.Event()
 
+    def readings(n: int) -> list[int]:
+        found = []
+        for _ in range(n):
+            found.append(runnable.others())
+            time.sleep(0.005)
+        return found
+
     def spin():      # a thread of ours, busy (as a BLAS thread spinning after a product)
         while not stop.is_set():
             sum(range(1000))
@@ -94,20 +101,14 @@ def test_free_cores_count_a_busy_process_but_not_our_own_busy_threads():
     spinner = threading.Thread(target=spin)
     spinner.start()
     try:
-        quiet = []
-        for _ in range(40):
-            quiet.append(runnable.others())
-            time.sleep(0.005)
+        quiet = readings(40)
     finally:
         stop.set()
         spinner.join()
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.3)
-        loaded = []
-        for _ in range(20):
-            loaded.append(runnable.others())
-            time.sleep(0.005)
+        loaded = readings(20)
     finally:
         busy.kill()
         busy.wait()

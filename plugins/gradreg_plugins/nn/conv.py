@@ -200,8 +200,10 @@ def _over_batch(conv: _Conv, bytes_per_entry: int, work) -> list:
     if parts <= 1:
         return [work(conv.with_batch(n1 - n0), n0, n1, _matmul) for n0, n1 in blocks]
 
+    shares = threads.split(len(blocks), parts)
+
     def run(i: int) -> list:
-        lo, hi = threads.split(len(blocks), parts)[i]
+        lo, hi = shares[i]
         return [work(conv.with_batch(n1 - n0), n0, n1, lambda a, b, flops: _product(a, b))
                 for n0, n1 in blocks[lo:hi]]
 
