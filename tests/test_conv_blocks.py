@@ -133,6 +133,8 @@ def test_pool_workers_run_off_the_callers_core():
     assert threads.parallel(part, 2) == [0, 10]
     placement = threads._placement
     assert placement is not None and placement.workers
+    if placement.getcpu is None:
+        pytest.skip("this machine refuses to set thread affinity (placement switched itself off)")
     assert placement.pinned_away_from in placement.allowed
     for tid in placement.workers:
         assert os.sched_getaffinity(tid) == placement.allowed - {placement.pinned_away_from}
