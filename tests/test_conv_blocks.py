@@ -139,3 +139,52 @@ def test_pool_workers_run_off_the_callers_core():
     for tid in placement.workers:
         assert os.sched_getaffinity(tid) == placement.allowed - {placement.pinned_away_from}
     assert {tid for i, tid in where if i == 1} <= set(placement.workers)
+
+
+SCATTER_CASES = [  # input NHWC, filter, strides, dilations, padding, dtype, data format
+    ((4, 9, 11, 3), (3, 3, 3, 8), 1, 1, "SAME", np.float64, "NHWC"),     # few input channels
+    ((4, 9, 11, 8), (3, 3, 8, 16), 2, 1, "SAME", np.float32, "NHWC"),    # strided
+    ((4, 9, 11, 4), (3, 3, 4, 8), 1, 1, "SAME", np.float32, "NHWC"),     # half as many input channels
+    ((3, 10, 10, 4), (3, 2, 4, 4), 2, 1, "VALID", np.float64, "NHWC"),
+    ((3, 12, 12, 2), (3, 3, 2, 5), 1, 2, "SAME", np.float32, "NHWC"),    # dilated
+    ((2, 8, 8, 3), (3, 3, 3, 6), 2, 1, "SAME", np.float32, "NCHW"),
+]
+
+
+@pytest.mark.parametrize("xs, fs, stride, dilation, padding, dtype, fmt", SCATTER_CASES)
+def test_compiled_col2im_input_backprop_matches_numpy(xs, fs, stride, dilation, padding, dtype, fmt, monkeypatch):
+    """The numba backend's Conv2DBackpropInput (columns summed back by a compiled loop) gives
+    the NumPy kernel's values and satisfies <dy, conv(x)> = <dx, x>, in one thread and shared."""
+    pytest.importorskip("numba")
+    from gradreg.backends.numba import wait_for_kernels
+    rng = np.random.default_rng(3)
+    graph = gr.Graph()
+    nchw = fmt == "NCHW"
+    shape = (xs[0], xs[3], xs[1], xs[2]) if nchw else xs
+    strides = [1, 1, stride, stride] if nchw else [1, stride, stride, 1]
+    dilations = [1, 1, dilation, dilation] if nchw else [1, dilation, dilation, 1]
+    with graph.as_default():
+        x = gr.placeholder(dtype, shape)
+        f = gr.placeholder(dtype, fs)
+        y = gr.apply_op("Conv2D", x, f, strides=strides, dilations=dilations, padding=padding, data_format=fmt)
+        dy = gr.placeholder(dtype, y.shape)
+        dx = gr.apply_op("Conv2DBackpropInput", gr.constant(list(shape)), f, dy, strides=strides,
+                         dilations=dilations, padding=padding, data_format=fmt)
+    xv, fv = rng.standard_normal(shape).astype(dtype), rng.standard_normal(fs).astype(dtype)
+    dyv = rng.standard_normal(tuple(y.shape.as_list())).astype(dtype)
+    feeds = {x: xv, f: fv, dy: dyv}
+    want_y, want_dx = gr.Session(graph, backend="numpy").run([y, dx], feeds)
+    calls = []
+    real = conv._scattered
+    monkeypatch.setattr(conv, "_scattered", lambda *a: calls.append(1) or real(*a))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for shared in (1, 2):
+        monkeypatch.setattr(conv, "SCRATCH_BYTES", 1)
+        monkeypatch.setattr(conv.threads, "threads_for", lambda work, per_thread, n=shared: n)
+        session = gr.Session(graph, backend="numba")
+        assert wait_for_kernels(120)
+        got = session.run(dx, feeds)
+        np.testing.assert_allclose(got, want_dx, rtol=tol, atol=tol)
+    assert calls, "the compiled path did not run"
+    inner = float(np.sum(dyv.astype(np.float64) * want_y))
+    assert abs(float(np.sum(got.astype(np.float64) * xv)) - inner) < tol * 1000 * max(1.0, abs(inner))
