@@ -141,20 +141,27 @@ def test_pool_workers_run_off_the_callers_core():
     assert {tid for i, tid in where if i == 1} <= set(placement.workers)
 
 
-SCATTER_CASES = [  # input NHWC, filter, strides, dilations, padding, dtype, data format
-    ((4, 9, 11, 3), (3, 3, 3, 8), 1, 1, "SAME", np.float64, "NHWC"),     # few input channels
-    ((4, 9, 11, 8), (3, 3, 8, 16), 2, 1, "SAME", np.float32, "NHWC"),    # strided
-    ((4, 9, 11, 4), (3, 3, 4, 8), 1, 1, "SAME", np.float32, "NHWC"),     # half as many input channels
-    ((3, 10, 10, 4), (3, 2, 4, 4), 2, 1, "VALID", np.float64, "NHWC"),
-    ((3, 12, 12, 2), (3, 3, 2, 5), 1, 2, "SAME", np.float32, "NHWC"),    # dilated
-    ((2, 8, 8, 3), (3, 3, 3, 6), 2, 1, "SAME", np.float32, "NCHW"),
+COMPILED_CASES = [  # input NHWC, filter, strides, dilations, padding, dtype, data format, forms used
+    ((4, 9, 11, 3), (3, 3, 3, 8), 1, 1, "SAME", np.float64, "NHWC", {"_scattered"}),     # few input channels
+    ((4, 9, 11, 8), (3, 3, 8, 16), 2, 1, "SAME", np.float32, "NHWC", {"_scattered"}),    # strided
+    ((4, 9, 11, 4), (3, 3, 4, 8), 1, 1, "SAME", np.float32, "NHWC", {"_scattered"}),
+    ((3, 10, 10, 4), (3, 2, 4, 4), 2, 1, "VALID", np.float64, "NHWC", {"_scattered"}),
+    ((3, 12, 12, 2), (3, 3, 2, 5), 1, 2, "SAME", np.float32, "NHWC", {"_scattered"}),    # dilated
+    ((2, 8, 8, 3), (3, 3, 3, 6), 2, 1, "SAME", np.float32, "NCHW", {"_scattered"}),
+    ((4, 9, 11, 16), (3, 3, 16, 4), 1, 1, "SAME", np.float32, "NHWC", {"_tap_forward", "_tap_filter"}),
+    ((3, 10, 9, 12), (2, 3, 12, 4), 1, 1, "VALID", np.float64, "NHWC", {"_tap_forward", "_tap_filter"}),
+    ((3, 12, 12, 9), (3, 3, 9, 3), 1, 2, "SAME", np.float64, "NHWC", {"_tap_forward", "_tap_filter"}),
+    ((2, 8, 8, 12), (3, 3, 12, 2), 1, 1, "SAME", np.float32, "NCHW", {"_tap_forward", "_tap_filter"}),
+    ((4, 9, 11, 8), (3, 3, 8, 8), 1, 1, "SAME", np.float32, "NHWC", set()),               # im2col throughout
 ]
+FORMS = ("_scattered", "_tap_forward", "_tap_filter")
 
 
-@pytest.mark.parametrize("xs, fs, stride, dilation, padding, dtype, fmt", SCATTER_CASES)
-def test_compiled_col2im_input_backprop_matches_numpy(xs, fs, stride, dilation, padding, dtype, fmt, monkeypatch):
-    """The numba backend's Conv2DBackpropInput (columns summed back by a compiled loop) gives
-    the NumPy kernel's values and satisfies <dy, conv(x)> = <dx, x>, in one thread and shared."""
+@pytest.mark.parametrize("xs, fs, stride, dilation, padding, dtype, fmt, forms", COMPILED_CASES)
+def test_compiled_convolution_loops_match_numpy(xs, fs, stride, dilation, padding, dtype, fmt, forms, monkeypatch):
+    """The numba backend's Conv2D and backprops (the tap forms and the compiled col2im where
+    they are faster) give the NumPy kernels' values, satisfy <dy, conv(x, f)> = <dx, x> =
+    <df, f>, and run the forms nn/conv.py chooses, in one thread and shared."""
     pytest.importorskip("numba")
     from gradreg.backends.numba import wait_for_kernels
     rng = np.random.default_rng(3)
@@ -163,28 +170,34 @@ def test_compiled_col2im_input_backprop_matches_numpy(xs, fs, stride, dilation, 
     shape = (xs[0], xs[3], xs[1], xs[2]) if nchw else xs
     strides = [1, 1, stride, stride] if nchw else [1, stride, stride, 1]
     dilations = [1, 1, dilation, dilation] if nchw else [1, dilation, dilation, 1]
+    options = {"strides": strides, "dilations": dilations, "padding": padding, "data_format": fmt}
     with graph.as_default():
         x = gr.placeholder(dtype, shape)
         f = gr.placeholder(dtype, fs)
-        y = gr.apply_op("Conv2D", x, f, strides=strides, dilations=dilations, padding=padding, data_format=fmt)
+        y = gr.apply_op("Conv2D", x, f, **options)
         dy = gr.placeholder(dtype, y.shape)
-        dx = gr.apply_op("Conv2DBackpropInput", gr.constant(list(shape)), f, dy, strides=strides,
-                         dilations=dilations, padding=padding, data_format=fmt)
+        dx = gr.apply_op("Conv2DBackpropInput", gr.constant(list(shape)), f, dy, **options)
+        df = gr.apply_op("Conv2DBackpropFilter", x, gr.constant(list(fs)), dy, **options)
     xv, fv = rng.standard_normal(shape).astype(dtype), rng.standard_normal(fs).astype(dtype)
     dyv = rng.standard_normal(tuple(y.shape.as_list())).astype(dtype)
     feeds = {x: xv, f: fv, dy: dyv}
-    want_y, want_dx = gr.Session(graph, backend="numpy").run([y, dx], feeds)
-    calls = []
-    real = conv._scattered
-    monkeypatch.setattr(conv, "_scattered", lambda *a: calls.append(1) or real(*a))
+    want = gr.Session(graph, backend="numpy").run([y, dx, df], feeds)
+    used: set[str] = set()
+    for form in FORMS:
+        real = getattr(conv, form)
+        monkeypatch.setattr(conv, form, lambda *a, _real=real, _form=form: used.add(_form) or _real(*a))
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for shared in (1, 2):
         monkeypatch.setattr(conv, "SCRATCH_BYTES", 1)
         monkeypatch.setattr(conv.threads, "threads_for", lambda work, per_thread, n=shared: n)
         session = gr.Session(graph, backend="numba")
         assert wait_for_kernels(120)
-        got = session.run(dx, feeds)
-        np.testing.assert_allclose(got, want_dx, rtol=tol, atol=tol)
-    assert calls, "the compiled path did not run"
-    inner = float(np.sum(dyv.astype(np.float64) * want_y))
-    assert abs(float(np.sum(got.astype(np.float64) * xv)) - inner) < tol * 1000 * max(1.0, abs(inner))
+        got = session.run([y, dx, df], feeds)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=tol * 10, atol=tol * 10)
+    assert used == forms
+    yv, dxv, dfv = got
+    inner = float(np.sum(dyv.astype(np.float64) * yv))
+    bound = tol * 1000 * max(1.0, abs(inner))
+    assert abs(float(np.sum(dxv.astype(np.float64) * xv)) - inner) < bound
+    assert abs(float(np.sum(dfv.astype(np.float64) * fv)) - inner) < bound

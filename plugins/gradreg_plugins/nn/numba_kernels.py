@@ -439,9 +439,41 @@ def _filter(loops, setup, fmt, storage, checked, *args):
     return partial[0] if len(partial) == 1 else np.sum(partial, axis=0, dtype=storage)
 
 
-# -- Conv2DBackpropInput: the columns of each output position summed back by a compiled loop ----
+# -- Conv2D and its backprops: compiled loops for the forms that beat im2col (nn/conv.py) ---------
 
-_COL2IM = """
+_CONV_LOOPS = """
+@njit(cache=True, nogil=True)
+def gather(z, out, sh, sw, dh, dw):
+    n, oh, ow, o = out.shape
+    kh, kw = z.shape[3], z.shape[4]
+    for b in range(n):
+        for y in range(oh):
+            for x in range(ow):
+                dst = out[b, y, x]
+                dst[:] = {=0}
+                for i in range(kh):
+                    for j in range(kw):
+                        src = z[b, y * sh + i * dh, x * sw + j * dw, i, j]
+                        for k in range(o):
+                            dst[k] += src[k]
+
+
+@njit(cache=True, nogil=True)
+def spread(dy, d, sh, sw, dh, dw):
+    n, oh, ow, o = dy.shape
+    kh, kw = d.shape[3], d.shape[4]
+    d[:] = {=0}
+    for b in range(n):
+        for y in range(oh):
+            for x in range(ow):
+                src = dy[b, y, x]
+                for i in range(kh):
+                    for j in range(kw):
+                        dst = d[b, y * sh + i * dh, x * sw + j * dw, i, j]
+                        for k in range(o):
+                            dst[k] = src[k]
+
+
 @njit(cache=True, nogil=True)
 def col2im(cols, dx, sh, sw, dh, dw, top, left):
     n, oh, ow, kh, kw, c = cols.shape
@@ -466,27 +498,37 @@ def col2im(cols, dx, sh, sw, dh, dw, top, left):
 
 
 @functools.cache
-def _col2im(dtype: np.dtype):
-    loops = compile_module(_COL2IM, dtype)
-    loops.col2im(np.zeros((1, 1, 1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 1), dtype), 1, 1, 1, 1, 0, 0)
-    return loops.col2im
+def _conv_loops(dtype: np.dtype):
+    loops = compile_module(_CONV_LOOPS, dtype)
+    six, four = np.zeros((1, 1, 1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 1), dtype)
+    loops.gather(six, four, 1, 1, 1, 1)          # compiled now, for arrays of ``dtype``
+    loops.spread(four, six, 1, 1, 1, 1)
+    loops.col2im(six, four, 1, 1, 1, 1, 0, 0)
+    return loops
 
 
-def _conv2d_backprop_input(op, ctx):
-    """The NumPy kernel until the compiled col2im is built; then the same kernel with it, for
-    the convolutions where it is faster (conv._backprop_input says which; bench: strided
-    input backprops 3x, few input channels 1.3-1.6x)."""
-    if not _float_node(op):
-        return None
-    checked = _numpy_kernel(op, ctx)
-    storage = op.get_attr("T").storage
+def _conv_factory(kernel_factory, argument: str, loop: str):
+    """The NumPy kernel until the compiled loops are built; then the same kernel given the
+    compiled ``loop`` as its ``argument``, which it uses for the convolutions where that form is faster (nn/conv.py
+    says which: Conv2D and its filter backprop with few output channels a input channel,
+    strided input backprops and those with few input channels; bench figures there)."""
+    def factory(op, ctx):
+        if not _float_node(op):
+            return None
+        checked = _numpy_kernel(op, ctx)
+        storage = op.get_attr("T").storage
 
-    def build():
-        return conv_kernels.conv2d_backprop_input(op, ctx, scatter=_col2im(storage))
-    return Tiered(checked, build, f"{op.type} {op.name}", weight=9 * _work(op))
+        def build():
+            return kernel_factory(op, ctx, **{argument: getattr(_conv_loops(storage), loop)})
+        return Tiered(checked, build, f"{op.type} {op.name}", weight=9 * _work(op))
+    return factory
 
 
-family.kernel("Conv2DBackpropInput", backend="numba")(_conv2d_backprop_input)
+family.kernel("Conv2D", backend="numba")(_conv_factory(conv_kernels.conv2d, "gather", "gather"))
+family.kernel("Conv2DBackpropInput", backend="numba")(
+    _conv_factory(conv_kernels.conv2d_backprop_input, "scatter", "col2im"))
+family.kernel("Conv2DBackpropFilter", backend="numba")(
+    _conv_factory(conv_kernels.conv2d_backprop_filter, "spread", "spread"))
 family.kernel("DepthwiseConv2dNative", backend="numba")(_depthwise_factory("forward"))
 family.kernel("DepthwiseConv2dNativeBackpropInput", backend="numba")(_depthwise_factory("input"))
 family.kernel("DepthwiseConv2dNativeBackpropFilter", backend="numba")(_depthwise_factory("filter"))
