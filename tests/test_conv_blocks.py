@@ -88,6 +88,13 @@ def test_free_cores_count_a_busy_process_but_not_our_own_busy_threads():
     stop = threading.Event()
     a = np.ones((400, 400))
 
+    def readings(read, n: int) -> list[int]:
+        found = []
+        for _ in range(n):
+            found.append(read())
+            time.sleep(0.005)
+        return found
+
     def spin():      # a thread of ours, busy outside the GIL (as a BLAS thread after a product)
         while not stop.is_set():
             a @ a
@@ -95,20 +102,14 @@ def test_free_cores_count_a_busy_process_but_not_our_own_busy_threads():
     spinner = threading.Thread(target=spin)
     spinner.start()
     try:
-        ours = []
-        for _ in range(40):
-            ours.append(runnable.own_running())
-            time.sleep(0.005)
+        ours = readings(runnable.own_running, 40)
     finally:
         stop.set()
         spinner.join()
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.3)
-        loaded = []
-        for _ in range(20):
-            loaded.append(runnable.others())
-            time.sleep(0.005)
+        loaded = readings(runnable.others, 20)
     finally:
         busy.kill()
         busy.wait()

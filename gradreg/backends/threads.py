@@ -78,7 +78,8 @@ class _Runnable:
             except ProcessLookupError:
                 continue
             # "tid (name) S ...": the state follows the last ')' (a name may hold one)
-            if stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"R":
+            state = stat.rfind(b")") + 2
+            if stat[state:state + 1] == b"R":
                 running += 1
         return running
 

@@ -340,6 +340,15 @@ def _backprop_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, dtype, scatter=N
     return dx.astype(dtype, copy=False)
 
 
+def _summed(terms: list) -> np.ndarray:
+    """The sum of the batch blocks' partial filter gradients (in the first one's array; the
+    batch is not empty where this is called)."""
+    total = terms[0]
+    for term in terms[1:]:
+        np.add(total, term, out=total)
+    return total
+
+
 def _tap_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, spread) -> np.ndarray:
     """Conv2DBackpropFilter in the tap form: ``spread`` (a compiled loop) writes each output
     position's dy at the padded positions its taps read, one column group a tap; one product
@@ -356,10 +365,7 @@ def _tap_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, spread) -> np.ndarra
         return product(padded[n0:n1].reshape(1, -1, conv.c).transpose(0, 2, 1),
                        spread_dy.reshape(1, -1, conv.kh * conv.kw * conv.out_channels), part.flops)
 
-    terms = _over_batch(conv, 2 * _tap_bytes(conv, dtype.itemsize), block)
-    df = terms[0]
-    for term in terms[1:]:
-        np.add(df, term, out=df)
+    df = _summed(_over_batch(conv, 2 * _tap_bytes(conv, dtype.itemsize), block))
     return df.reshape(conv.c, conv.kh, conv.kw, conv.out_channels).transpose(1, 2, 0, 3)
 
 
@@ -379,10 +385,7 @@ def _backprop_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, dtype, spread=N
     def block(part: _Conv, n0: int, n1: int, product) -> np.ndarray:
         return product(part.im2col(x, windows, n0).transpose(0, 2, 1), part.grouped_out(dy[n0:n1]), part.flops)
 
-    terms = _over_batch(conv, conv.window_bytes * np.result_type(x, dy).itemsize // 4, block)
-    df = terms[0]   # the batch is not empty here
-    for term in terms[1:]:
-        np.add(df, term, out=df)
+    df = _summed(_over_batch(conv, conv.window_bytes * np.result_type(x, dy).itemsize // 4, block))
     return conv.ungroup_filter(df).astype(dtype, copy=False)
 
 
@@ -459,7 +462,7 @@ def _filter_sizes(value: np.ndarray) -> tuple[int, int, int, int]:
 # -- Conv2D -----------------------------------------------------------------------------
 
 @kernel("Conv2D")
-def _conv2d(op, ctx, gather=None):
+def conv2d(op, ctx, gather=None):
     """The kernel; ``gather`` as in _forward (the numba backend's kernel passes it)."""
     geometry, dtype = _geometry(op), storage(op)
 
@@ -473,11 +476,9 @@ def _conv2d(op, ctx, gather=None):
     return conv2d
 
 
-conv2d = _conv2d
-
 
 @kernel("Conv2DBackpropInput")
-def _conv2d_backprop_input(op, ctx, scatter=None):
+def conv2d_backprop_input(op, ctx, scatter=None):
     """The kernel; ``scatter`` as in _backprop_input (the numba backend's kernel passes it)."""
     geometry, dtype = _geometry(op), storage(op)
 
@@ -494,11 +495,9 @@ def _conv2d_backprop_input(op, ctx, scatter=None):
     return backprop_input
 
 
-conv2d_backprop_input = _conv2d_backprop_input
-
 
 @kernel("Conv2DBackpropFilter")
-def _conv2d_backprop_filter(op, ctx, spread=None):
+def conv2d_backprop_filter(op, ctx, spread=None):
     """The kernel; ``spread`` as in _backprop_filter (the numba backend's kernel passes it)."""
     geometry, dtype = _geometry(op), storage(op)
 
@@ -513,8 +512,6 @@ def _conv2d_backprop_filter(op, ctx, spread=None):
         return _backprop_filter(conv, x, dy, dtype, spread)
     return backprop_filter
 
-
-conv2d_backprop_filter = _conv2d_backprop_filter
 
 
 # -- depthwise: grouped convolution with one group per input channel -------------------------
