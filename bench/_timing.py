@@ -7,7 +7,10 @@ them all alike; the median of each one's samples is its figure:
 * :func:`process_medians`: each contender in a process of its own (so that TensorFlow's
   spinning thread pools, JAX's or a BLAS's threads cannot slow the others, and each pays
   its own imports), the processes taking turns a few calls at a time. Only the process
-  whose turn it is runs; the others wait on a pipe.
+  whose turn it is runs; the others wait on a pipe. A turn starts once the threads of the
+  process before it have gone to sleep (:func:`wait_quiet`): a BLAS's or TensorFlow's pool
+  threads spin for up to ~0.1 s after their last task, which would otherwise be load on the
+  next contender's turn and not on their own.
 
 A contender in its own process is named by a *factory*, ``"module:function"`` of a module in
 bench/, called with keyword arguments in the worker; it returns the zero-argument callable
@@ -64,6 +67,7 @@ class Figures:
     cpu: list[float] = field(default_factory=list)
     setup_seconds: float = 0.0
     info: dict = field(default_factory=dict)
+    quiet_seconds: list[float] = field(default_factory=list)   # waits for the others' threads to sleep
 
     @property
     def median(self) -> float:
@@ -128,10 +132,41 @@ class _Worker:
             self.process.wait()
 
 
+def _running_threads(pid: int) -> int:
+    """Threads of process ``pid`` in state R (running or runnable); 0 where /proc is missing."""
+    running = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2:][:1] == b"R":
+            running += 1
+    return running
+
+
+QUIET_TIMEOUT = 1.0
+
+
+def wait_quiet(pids: list[int], timeout: float = QUIET_TIMEOUT) -> float:
+    """Wait until no thread of ``pids`` is runnable (at most ``timeout`` seconds); the seconds waited."""
+    start = time.perf_counter()
+    while any(_running_threads(pid) for pid in pids) and time.perf_counter() - start < timeout:
+        time.sleep(0.001)
+    return time.perf_counter() - start
+
+
 def process_medians(contenders: list[Contender], rounds: int = 10, calls: int = 3,
                     warmup: int = 3) -> dict[str, Figures]:
     """Each contender in its own process; ``rounds`` times, each process in turn makes ``calls``
-    timed calls (after ``warmup`` untimed ones). Returns each one's Figures."""
+    timed calls (after ``warmup`` untimed ones), once the other processes are quiet
+    (:func:`wait_quiet`; the seconds it took are each one's ``quiet_seconds``). Returns each
+    one's Figures."""
     workers: list[_Worker] = []
     figures: dict[str, Figures] = {}
     try:
@@ -143,6 +178,8 @@ def process_medians(contenders: list[Contender], rounds: int = 10, calls: int = 
             w.request({"run": warmup})
         for _ in range(rounds):
             for w in workers:
+                others = [o.process.pid for o in workers if o is not w]
+                figures[w.name].quiet_seconds.append(wait_quiet(others))
                 reply = w.request({"run": calls})
                 figures[w.name].wall.extend(reply["wall"])
                 figures[w.name].cpu.extend(reply["cpu"])

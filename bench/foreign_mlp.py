@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import statistics
 
 import numpy as np
 from _timing import Contender, process_medians, report_load, settle
@@ -148,6 +149,7 @@ def main() -> None:
     base = figures["numpy"].median
     for name, f in figures.items():
         print(f"  {name:<16} {f.median * 1e3:7.2f} ms (CPU {f.cpu_median * 1e3:6.2f} ms)  {f.median / base:5.2f}x NumPy"
+              f"   turn waited {statistics.median(f.quiet_seconds) * 1e3:4.0f} ms for the others' threads"
               + (f"   {f.info}" if f.info else ""))
     print("  target: gradreg <= 1.05x NumPy")
 

@@ -11,7 +11,8 @@ slowed by 1.5-2x. So gradreg decides per call:
   processes leave free. On Linux that is read as it is now, at most every 5 ms: the threads
   runnable on the machine (/proc/loadavg) less this process's own (/proc/self/task), so a
   BLAS thread of ours spinning after a product is not taken for another process, and a
-  process that has just stopped no longer counts. (An average over the last interval, as
+  process that has just stopped no longer counts. A thread seen in one reading only (a
+  kernel worker, a shell's poll) is not load: the lesser of the last two readings counts. (An average over the last interval, as
   /proc/stat gives, lags: it took another process's burst that had just ended for load that
   was still there.) Elsewhere, or where those files cannot be read: /proc/stat's busy time
   over the last 0.1 s less this process's CPU time, or the load average.
@@ -50,7 +51,8 @@ def max_threads() -> int:
     return CORES
 
 
-RUNNABLE_SAMPLE_SECONDS = 0.005
+RUNNABLE_SAMPLE_SECONDS = 0.02
+TASKS_SECONDS = 0.1
 
 
 class _Runnable:
@@ -60,22 +62,30 @@ class _Runnable:
     def __init__(self) -> None:
         self.loadavg = os.open("/proc/loadavg", os.O_RDONLY)
         self.tasks: dict[str, int] = {}    # thread id -> open /proc/self/task/<id>/stat
+        self.listed = 0.0                  # when /proc/self/task was last listed
 
-    def own_running(self) -> int:
+    def _list_tasks(self) -> None:
         tids = os.listdir("/proc/self/task")
         for gone in set(self.tasks) - set(tids):
             os.close(self.tasks.pop(gone))
-        running = 0
         for tid in tids:
-            fd = self.tasks.get(tid)
-            if fd is None:
+            if tid not in self.tasks:
                 try:
-                    fd = self.tasks[tid] = os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY)
+                    self.tasks[tid] = os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY)
                 except FileNotFoundError:   # the thread ended since the listing
                     continue
+        self.listed = time.monotonic()
+
+    def own_running(self) -> int:
+        # Threads come and go rarely (BLAS's and the kernel pool's start once): the listing
+        # is refreshed every TASKS_SECONDS, the open stat files are read every time.
+        if time.monotonic() - self.listed >= TASKS_SECONDS:
+            self._list_tasks()
+        running = 0
+        for fd in self.tasks.values():
             try:
                 stat = os.pread(fd, 512, 0)
-            except ProcessLookupError:
+            except ProcessLookupError:     # ended: dropped at the next listing
                 continue
             # "tid (name) S ...": the state follows the last ')' (a name may hold one)
             state = stat.rfind(b")") + 2
@@ -101,6 +111,7 @@ class _FreeCores:
         self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self.proc_stat = os.path.exists("/proc/stat")
         self.runnable: _Runnable | None = None
+        self.others = 0          # the last reading of other processes' runnable threads
         self.interval = SAMPLE_SECONDS
         try:
             self.runnable = _Runnable()
@@ -120,7 +131,11 @@ class _FreeCores:
         now = time.monotonic()
         if self.runnable is not None:
             try:
-                self.free = float(max(0, CORES - self.runnable.others()))
+                # A thread of another process runnable in one reading only (a kernel worker,
+                # a shell's poll) is not load: the lesser of the last two readings counts.
+                others = self.runnable.others()
+                self.free = float(max(0, CORES - min(others, self.others)))
+                self.others = others
                 self.when = now
                 return
             except (OSError, ValueError, IndexError):

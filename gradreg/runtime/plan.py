@@ -13,7 +13,10 @@ compute function, and writes straight-line Python source::
         return (v7,)
 
 Each intermediate is released right after its last consumer, so peak memory is the
-live set. Errors inside kernels are mapped back, by line number, to the node that
+live set. Pure nodes whose inputs are all constants are computed once, when the plan is
+compiled (:meth:`Emitter.fold`), as TensorFlow's constant folding does: the shape arithmetic
+and seeds of a TensorFlow-written gradient graph (``grad_ys`` Fills, the Tiles of a Mean's
+gradient, ...) then cost nothing per step. Errors inside kernels are mapped back, by line number, to the node that
 raised. Graphs with v1 control flow (Switch/Merge/Enter/Exit/NextIteration) are
 compiled by :mod:`gradreg.runtime.control_flow` into the same kind of function, with
 loops in the generated code.
@@ -106,6 +109,7 @@ class Emitter:
         self.names: dict[Tensor, str] = {}
         self.globals: dict[str, Any] = {"np": np}
         self.upgrades: list[tuple[str, Tiered]] = []   # kernels bound now, with faster ones to build
+        self.kernels: dict[Operation, Any] = {}          # resolved while folding, reused when emitting
         self._counter = itertools.count()
 
     def fresh(self, prefix: str = "v") -> str:
@@ -147,12 +151,57 @@ class Emitter:
         outputs = op.outputs
         if outputs and all(t in self.fed for t in outputs):
             return
-        kernel = resolve_kernel(op, self.ctx, self.kernel_tables)
+        kernel = self.kernels.pop(op, None) or resolve_kernel(op, self.ctx, self.kernel_tables)
         guard = dead_check(op) if dead_check is not None else None
         if kernel is IDENTITY or isinstance(kernel, Constant):
             self._emit_alias(block, op, kernel, guard)
         elif kernel is not NOOP:
             self._emit_call(block, op, kernel, guard)
+
+    def fold(self, op: Operation, constants: dict[Tensor, Any]) -> bool:
+        """Compute ``op`` now if it is pure and ``constants`` holds all its inputs: bind its
+        outputs as constants (added to ``constants``) and return True. A node that is
+        stateful, has non-numeric outputs, computes more than FOLD_BYTES, or whose kernel
+        raises is left to run (and to report its error, naming the node, if it is reached)."""
+        outputs = op.outputs
+        if (not outputs or op.definition is None or op.definition.stateful
+                or any(t in self.fed for t in outputs) or not all(t in constants for t in op.inputs)
+                or any(t.dtype is None or t.dtype.kind not in _FOLDABLE_KINDS or t.dtype.is_ref for t in outputs)):
+            return False
+        try:
+            kernel = resolve_kernel(op, self.ctx, self.kernel_tables)
+        except GradregError:
+            return False     # emit_op reports it
+        if isinstance(kernel, Constant):
+            results = [kernel.value] * len(outputs)
+        elif kernel is IDENTITY:
+            results = [constants[t] for t in op.inputs]
+        elif kernel is NOOP:
+            return False
+        else:
+            fn = kernel.initial if isinstance(kernel, Tiered) else kernel
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")   # a warning (overflow, ...) is left to each run
+                    value = fn(*(constants[t] for t in op.inputs))
+            except Exception:
+                self.kernels[op] = kernel
+                return False
+            results = [value] if len(outputs) == 1 else list(value)
+            if len(results) != len(outputs) or any(
+                    type(v) is not np.ndarray and not isinstance(v, np.generic) for v in results) \
+                    or sum(np.asarray(v).nbytes for v in results) > FOLD_BYTES \
+                    or not all(result_dtype_ok(v, t.dtype) and t.shape.is_compatible_with(np.shape(v))
+                               for t, v in zip(outputs, results)):
+                self.kernels[op] = kernel
+                return False
+            for v in results:
+                if type(v) is np.ndarray and v.flags.writeable:
+                    v.setflags(write=False)
+        for t, v in zip(outputs, results):
+            constants[t] = v
+            self.names[t] = self.bind("c", _plan_constant(v))
+        return True
 
     def _emit_alias(self, block: Block, op: Operation, kernel: Any, guard: Any) -> None:
         """Outputs that are the inputs (IDENTITY) or a value known now (Constant): no call."""
@@ -225,6 +274,12 @@ class Emitter:
         if self.check_outputs:
             checker = self.bind("chk", _tensors_checker(group, group.outputs))
             block.add(f"{checker}(({', '.join(targets)},))", uses=targets, op=group)
+
+
+# Values computed when a plan is compiled: at most this many bytes a node (TensorFlow's
+# constant folding stops at 10 MB; these are shapes, seeds and small tensors).
+FOLD_BYTES = 1 << 20
+_FOLDABLE_KINDS = "fciub"
 
 
 def _plan_constant(value: Any) -> Any:
@@ -339,7 +394,8 @@ def compile_plan(fetches: Sequence[Tensor | Operation], feeds: Sequence[Tensor],
     else:
         # Ordered with everything, run without the pure ops that only order others.
         skipped = ordering_only(fetch_ops, fed)
-        order = [op for op in topological_order(ops, "plan") if op not in skipped]
+        constants: dict[Tensor, Any] = {}
+        order = [op for op in topological_order(ops, "plan") if op not in skipped and not emitter.fold(op, constants)]
         if fuse is not None:
             # Chains of elementwise ops become one compiled kernel (the numba backend's fuser).
             keep = {f for f in fetches if isinstance(f, Tensor)}
@@ -381,8 +437,9 @@ def finish_plan(emitter: Emitter, body: Block, fetches: Sequence[Tensor | Operat
                 tier_up: Callable[[Plan], None] | None = None) -> Plan:
     """Add the return statement, release each variable after its last use, compile."""
     returned = [emitter.names[f] if isinstance(f, Tensor) else "None" for f in fetches]
-    # A fetched ref (a variable) gives its value.
-    values = [f"{name}.read()" if isinstance(f, Tensor) and f.dtype is not None and f.dtype.is_ref else name
+    # A fetched ref (a variable) gives its value; a fetched constant array a copy (the plan keeps its own).
+    values = [f"{name}.read()" if isinstance(f, Tensor) and f.dtype is not None and f.dtype.is_ref
+              else f"{name}.copy()" if isinstance(emitter.globals.get(name), np.ndarray) else name
               for f, name in zip(fetches, returned)]
     body.add(f"return ({', '.join(values)}{',' if values else ''})", uses=emitter.local_uses(returned))
     insert_releases(body, keep=set(returned))

@@ -1,6 +1,8 @@
 """NumPy kernels of the math family's reductions, arg-reductions, scans and segment ops."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from gradreg.backends import threads
@@ -95,6 +97,11 @@ def _euclidean_norm(x, axes, keep):
     return np.sqrt(squares).astype(x.dtype, copy=False)
 
 
+# OpenBLAS's gemv is threaded from m*n >= 2304 * GEMM_MULTITHREAD_THRESHOLD (4) elements on.
+GEMV_THREADED = 9216
+SUM_ELEMENTS_PER_THREAD = GEMV_THREADED / 2
+
+
 def _outer_sum(axes: tuple[int, ...], rank: int, keep: bool):
     """For a sum over the leading or the trailing axes (a layer's per-channel sums, the
     gradient of a bias): the product with a vector of ones, which BLAS makes 5-20x faster
@@ -116,7 +123,11 @@ def _outer_sum(axes: tuple[int, ...], rank: int, keep: bool):
         vector = ones.get((n, x.dtype))
         if vector is None:
             vector = ones[(n, x.dtype)] = np.ones(n, x.dtype)
-        with threads.blas_threads(1):      # a memory-bound pass: one thread (OpenBLAS would take all)
+        # OpenBLAS runs a product with a vector on all its threads from GEMV_THREADED
+        # elements on; there the count gradreg chooses (one thread under load), and none is
+        # set below it (setting BLAS's thread count costs 10-30 us, more than a small sum).
+        parts = threads.threads_for(x.size, SUM_ELEMENTS_PER_THREAD) if x.size >= GEMV_THREADED else None
+        with threads.blas_threads(parts) if parts is not None else contextlib.nullcontext():
             if leading:
                 total = np.dot(vector, x.reshape(n, x.size // n))
             else:
