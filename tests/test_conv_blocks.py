@@ -118,6 +118,26 @@ def test_free_cores_count_a_busy_process_but_not_our_own_busy_threads():
     assert min(loaded) >= 1, loaded
 
 
+def test_a_thread_runnable_in_one_reading_only_is_not_load(monkeypatch):
+    free = threads._FreeCores()
+
+    class Readings:
+        def __init__(self, values):
+            self.values = iter(values)
+
+        def others(self):
+            return next(self.values)
+
+    free.runnable = Readings([0, 1, 0, 1, 1, 1, 0])
+    free.others = 0
+    seen = []
+    for _ in range(7):
+        free.sample()
+        seen.append(free.free)
+    cores = threads.CORES
+    assert seen == [cores, cores, cores, cores, cores - 1, cores - 1, cores]
+
+
 def test_pool_workers_run_off_the_callers_core():
     import os
     import threading

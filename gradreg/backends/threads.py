@@ -8,14 +8,16 @@ slowed by 1.5-2x. So gradreg decides per call:
 
 * :func:`threads_for` gives the number of threads a call of a given amount of work gets:
   one below ``work_per_thread`` units per thread, and never more than the cores other
-  processes leave free. On Linux that is read as it is now, at most every 5 ms: the threads
+  processes leave free. On Linux that is read as it is now, at most every 20 ms: the threads
   runnable on the machine (/proc/loadavg) less this process's own (/proc/self/task), so a
   BLAS thread of ours spinning after a product is not taken for another process, and a
   process that has just stopped no longer counts. A thread seen in one reading only (a
-  kernel worker, a shell's poll) is not load: the lesser of the last two readings counts. (An average over the last interval, as
-  /proc/stat gives, lags: it took another process's burst that had just ended for load that
-  was still there.) Elsewhere, or where those files cannot be read: /proc/stat's busy time
-  over the last 0.1 s less this process's CPU time, or the load average.
+  kernel worker, a shell's poll) is not load: the lesser of the last two readings counts.
+  (An average over the last interval, as /proc/stat gives, lags: it took another process's
+  burst that had just ended for load that was still there.) Elsewhere, or where those files
+  cannot be read: /proc/stat's busy time over the last 0.1 s less this process's CPU time,
+  or the load average. Not more often: each reading's system calls slowed the product that
+  followed by 15-40 us (bench/foreign_mlp.py's step, 3-5 ms, lost 4% at every 5 ms).
   ``GRADREG_THREADS`` caps it (1: every kernel single-threaded).
 * :func:`blas_threads` sets BLAS's thread count (threadpoolctl) for the calls inside it.
 * :func:`parallel` runs parts of a kernel (numba loops that release the GIL) in a small
@@ -63,6 +65,7 @@ class _Runnable:
         self.loadavg = os.open("/proc/loadavg", os.O_RDONLY)
         self.tasks: dict[str, int] = {}    # thread id -> open /proc/self/task/<id>/stat
         self.listed = 0.0                  # when /proc/self/task was last listed
+        self.python_threads = 0            # threading.active_count() then
 
     def _list_tasks(self) -> None:
         tids = os.listdir("/proc/self/task")
@@ -75,11 +78,13 @@ class _Runnable:
                 except FileNotFoundError:   # the thread ended since the listing
                     continue
         self.listed = time.monotonic()
+        self.python_threads = threading.active_count()
 
     def own_running(self) -> int:
-        # Threads come and go rarely (BLAS's and the kernel pool's start once): the listing
-        # is refreshed every TASKS_SECONDS, the open stat files are read every time.
-        if time.monotonic() - self.listed >= TASKS_SECONDS:
+        # Threads come and go rarely (BLAS's start with NumPy, the kernel pool's once): the
+        # listing is refreshed every TASKS_SECONDS or when a Python thread started or ended,
+        # the open stat files are read every time.
+        if time.monotonic() - self.listed >= TASKS_SECONDS or threading.active_count() != self.python_threads:
             self._list_tasks()
         running = 0
         for fd in self.tasks.values():
@@ -151,8 +156,8 @@ class _FreeCores:
         busy = self.machine_busy_seconds()
         if self.when:
             elapsed = now - self.when
-            others = ((busy - self.busy) - (own - self.own)) / elapsed
-            self.free = min(float(CORES), max(0.0, CORES - others))
+            busy_others = ((busy - self.busy) - (own - self.own)) / elapsed
+            self.free = min(float(CORES), max(0.0, CORES - busy_others))
         self.when, self.busy, self.own = now, busy, own
 
     def current(self) -> float:
@@ -170,7 +175,7 @@ _free_cores: _FreeCores | None = None
 
 
 def free_cores() -> float:
-    """How many cores other processes leave free (read at most every 5 ms on Linux, 0.1 s elsewhere)."""
+    """How many cores other processes leave free (read at most every 20 ms on Linux, 0.1 s elsewhere)."""
     global _free_cores
     if _free_cores is None:
         _free_cores = _FreeCores()
@@ -191,9 +196,11 @@ def threads_for(work: float, work_per_thread: float) -> int:
 
 
 class _Blas:
-    """BLAS's thread count. OpenBLAS is set through its own functions (half a microsecond, so
-    that a product of a few microseconds can afford it); other BLAS libraries through
-    threadpoolctl's controllers."""
+    """BLAS's thread count. OpenBLAS is set through its own functions, other BLAS libraries
+    through threadpoolctl's controllers. A change costs 1-2 us while OpenBLAS's threads spin
+    after a product and ~35 us once they sleep (and its sleeping threads are woken by the
+    next product): callers ask for the count OpenBLAS has when cores are free, so that it
+    changes only under load."""
 
     def __init__(self) -> None:
         from threadpoolctl import ThreadpoolController  # imported when a large product first runs
