@@ -117,6 +117,9 @@ class OpDefinition:
     # (Sum, Reshape, Neg, ...): loop gradients sum such an op's per-iteration results by
     # applying it once, after the loop, to the sum of its inputs (gradreg.autodiff.loop_gradients).
     linear: bool = False
+    # Inputs whose producing node this node's kernel may compute itself (it returns an
+    # Absorbing kernel: an SGD update accumulating its delta's product into the variable).
+    absorbs: Sequence[str] = ()
     control_outputs: Sequence[str] = ()
     summary: str = ""
     # Filled in by parsing:

@@ -11,7 +11,11 @@ returns one of:
 * :class:`Constant` — the output is known at compile time (Const); the plan binds it;
 * :data:`NOOP` — nothing to compute (NoOp, ControlTrigger);
 * :class:`Tiered` — a kernel to run now and a faster one that takes long to make (numba
-  compiling): the executor runs the first and swaps in the second once it is built.
+  compiling): the executor runs the first and swaps in the second once it is built;
+* :class:`Absorbing` — a kernel that also computes the node producing one of the inputs
+  (an SGD update that accumulates the weight gradient's product into the variable): a
+  plan whose only use of that producer is this node runs the one kernel; elsewhere
+  ``fallback`` runs, after the producer.
 
 Kernels never modify their inputs in place; an output may share memory with an input.
 
@@ -43,6 +47,20 @@ NOOP = object()
 class Constant:
     """A kernel factory's answer for an output known at compile time (the plan binds ``value``)."""
     value: Any
+
+
+@dataclass(frozen=True)
+class Absorbing:
+    """A kernel factory's answer for a node that can compute one of its inputs itself:
+    ``absorbed`` are the nodes making it (the producer, then the Identity nodes between it and
+    this node, as TensorFlow's gradients put them); ``kernel(*inputs)`` replaces this node's
+    kernel and theirs when nothing else in the plan uses them (outputs neither fetched nor
+    consumed by other nodes, no control edge from them); otherwise the plan runs them and
+    ``fallback``, the node's usual kernel (which may itself be Tiered)."""
+    kernel: Callable[..., Any]
+    inputs: tuple[Any, ...]          # Tensors: the node's other inputs and the producer's
+    absorbed: tuple[Operation, ...]
+    fallback: Any
 
 
 class VariantValue(Protocol):

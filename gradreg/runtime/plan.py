@@ -35,7 +35,7 @@ from gradreg.model.frames import V1_CONTROL_FLOW_OPS
 from gradreg.model.graph import Operation, Tensor, calls_library_function
 from gradreg.model.traversal import needed_ops, ordering_only, topological_order
 from gradreg.registry import get_registry
-from gradreg.registry.kernels import IDENTITY, NOOP, Constant, KernelContext, Tiered
+from gradreg.registry.kernels import IDENTITY, NOOP, Absorbing, Constant, KernelContext, Tiered
 from gradreg.registry.support import similar_op_types
 from gradreg.runtime.codegen import Block, CompiledFunction, insert_releases
 from gradreg.runtime.control_flow import DEAD, emit_control_flow
@@ -49,10 +49,19 @@ def result_dtype_ok(value: Any, dtype: Any) -> bool:
     return bool(np.asarray(value).dtype == dtype.base_dtype.storage)
 
 
-def resolve_kernel(op: Operation, ctx: KernelContext, kernel_tables: Sequence[str] = ("numpy",)) -> Any:
+def resolve_kernel(op: Operation, ctx: KernelContext, kernel_tables: Sequence[str] = ("numpy",),
+                   absorb: bool = False) -> Any:
     """The compute function (or IDENTITY/NOOP/Constant) for ``op`` from the first of
     ``kernel_tables`` (backend names) whose factory accepts the node; UnknownOpError naming
-    the node if no plugin provides a kernel."""
+    the node if no plugin provides a kernel. An Absorbing kernel is returned as it is only
+    with ``absorb`` (the caller drops the absorbed node), else its fallback."""
+    kernel = _resolve(op, ctx, kernel_tables)
+    if isinstance(kernel, Absorbing) and not absorb:
+        return kernel.fallback
+    return kernel
+
+
+def _resolve(op: Operation, ctx: KernelContext, kernel_tables: Sequence[str]) -> Any:
     registry = get_registry()
     for table in kernel_tables[:-1]:
         factory = registry.kernel_factory(op.type, table)
@@ -155,6 +164,8 @@ class Emitter:
         guard = dead_check(op) if dead_check is not None else None
         if kernel is IDENTITY or isinstance(kernel, Constant):
             self._emit_alias(block, op, kernel, guard)
+        elif isinstance(kernel, Absorbing):
+            self._emit_call(block, op, kernel.kernel, guard, kernel.inputs, kernel.absorbed[0])
         elif kernel is not NOOP:
             self._emit_call(block, op, kernel, guard)
 
@@ -203,6 +214,36 @@ class Emitter:
             self.names[t] = self.bind("c", _plan_constant(v))
         return True
 
+    def absorb(self, order: Sequence[Operation], keep: set[Tensor]) -> list[Operation]:
+        """``order`` without the nodes that a later node's Absorbing kernel computes itself:
+        the kernels of nodes whose definition ``absorbs`` an input are resolved (and kept for
+        emit_op); an Absorbing one is kept when nothing else in the plan uses the node it
+        absorbs, else its fallback."""
+        in_plan = set(order)
+        absorbed: set[Operation] = set()
+        for op in order:
+            if op in self.kernels or op.definition is None or not op.definition.absorbs:
+                continue
+            try:
+                kernel = resolve_kernel(op, self.ctx, self.kernel_tables, absorb=True)
+            except GradregError:
+                continue     # emit_op reports it, in order
+            if isinstance(kernel, Absorbing):
+                chain = set(kernel.absorbed)
+                users = chain | {op}
+                if all(node in in_plan and node not in absorbed
+                       and not any(t in keep or t in self.fed for t in node.outputs)
+                       and all(c in users for t in node.outputs for c in t.consumers() if c in in_plan)
+                       and not any(c in in_plan for c in node.control_outputs)
+                       for node in kernel.absorbed):
+                    absorbed |= chain
+                    for node in chain:
+                        self.kernels.pop(node, None)
+                else:
+                    kernel = kernel.fallback
+            self.kernels[op] = kernel
+        return [op for op in order if op not in absorbed]
+
     def _emit_alias(self, block: Block, op: Operation, kernel: Any, guard: Any) -> None:
         """Outputs that are the inputs (IDENTITY) or a value known now (Constant): no call."""
         names, outputs = self.names, op.outputs
@@ -227,13 +268,18 @@ class Emitter:
                           uses=self.local_uses([src, *guard[1]]), op=op)
                 names[t] = var
 
-    def _emit_call(self, block: Block, op: Operation, kernel: Any, guard: Any) -> None:
-        """``outputs = kernel(inputs)`` (guarded: DEAD outputs when the guard holds)."""
+    def _emit_call(self, block: Block, op: Operation, kernel: Any, guard: Any,
+                   inputs: Sequence[Tensor] | None = None, absorbed: Operation | None = None) -> None:
+        """``outputs = kernel(inputs)`` (guarded: DEAD outputs when the guard holds); ``inputs``
+        are the node's own unless it absorbs the node ``absorbed`` (an Absorbing kernel)."""
         names, outputs = self.names, op.outputs
-        reads = self._reads_variable(op)
-        arg_exprs = [f"{names[t]}.read()" if read else names[t] for t, read in zip(op.inputs, reads)]
+        read_of = dict(zip(op.inputs, self._reads_variable(op)))
+        if absorbed is not None:
+            read_of.update(zip(absorbed.inputs, self._reads_variable(absorbed)))
+        inputs = op.inputs if inputs is None else list(inputs)
+        arg_exprs = [f"{names[t]}.read()" if read_of.get(t) else names[t] for t in inputs]
         call = f"{self.bind_kernel(kernel)}({', '.join(arg_exprs)})"
-        uses = self.local_uses([names[t] for t in op.inputs])
+        uses = self.local_uses([names[t] for t in inputs])
         targets = [self.fresh() for _ in outputs]
         if guard is not None:
             condition, guard_uses = guard
@@ -396,9 +442,10 @@ def compile_plan(fetches: Sequence[Tensor | Operation], feeds: Sequence[Tensor],
         skipped = ordering_only(fetch_ops, fed)
         constants: dict[Tensor, Any] = {}
         order = [op for op in topological_order(ops, "plan") if op not in skipped and not emitter.fold(op, constants)]
+        keep = {f for f in fetches if isinstance(f, Tensor)}
+        order = emitter.absorb(order, keep)
         if fuse is not None:
             # Chains of elementwise ops become one compiled kernel (the numba backend's fuser).
-            keep = {f for f in fetches if isinstance(f, Tensor)}
             items = fuse(order, fed, keep, ctx)
         else:
             items = list(order)

@@ -10,7 +10,7 @@ from gradreg.model import dtypes
 from gradreg.registry.kernels import NOOP
 from gradreg.runtime.state import variable_key, variable_state
 from gradreg_plugins.array.kernels import gather
-from gradreg_plugins.training import family
+from gradreg_plugins.training import family, product_update
 
 kernel = family.kernel
 
@@ -399,9 +399,16 @@ def _round_to_bfloat16(values: np.ndarray) -> None:
     values[nan] = np.nan
 
 
+def _gradient_descent_factory(op, ctx):
+    """(Resource)ApplyGradientDescent: _apply_factory's kernel, or, for a MatMul's delta, one
+    accumulating the product into the variable (gradreg_plugins.training.product_update)."""
+    plain = _apply_factory(op, ctx)
+    return product_update.absorbing(op, ctx, plain, plain)
+
+
 for _rule in _RULES:
     for _op_type in (_rule, "Resource" + _rule):
-        kernel(_op_type)(_apply_factory)
+        kernel(_op_type)(_gradient_descent_factory if _rule == "ApplyGradientDescent" else _apply_factory)
     if _rule in ("ApplyMomentum", "ApplyAdagrad", "ApplyRMSProp", "ApplyCenteredRMSProp"):
         for _op_type in ("Sparse" + _rule, "ResourceSparse" + _rule):
             kernel(_op_type)(_apply_factory)

@@ -17,8 +17,9 @@ from gradreg.backends.numba.codegen import compile_module
 from gradreg.backends.numba.description import numba_available
 from gradreg.model import dtypes
 from gradreg.registry import get_registry
-from gradreg.registry.kernels import Tiered
+from gradreg.registry.kernels import Absorbing, Tiered
 from gradreg_plugins.training import family
+from gradreg_plugins.training.product_update import absorbing
 
 _LOOPS = """
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -107,7 +108,8 @@ def _loops(dtype: np.dtype):
 
 
 def _numpy_kernel(op, ctx):
-    return get_registry().kernel_factory(op.type, "numpy")(op, ctx)
+    kernel = get_registry().kernel_factory(op.type, "numpy")(op, ctx)
+    return kernel.fallback if isinstance(kernel, Absorbing) else kernel
 
 
 def _apply_factory(op, ctx):
@@ -152,7 +154,10 @@ def _apply_factory(op, ctx):
             loop(*buffers, *rest, *attrs)
             return states[0] if returns_variable else None
         return apply
-    return Tiered(numpy_kernel, build, f"{op.type} {op.name}")
+    tiered = Tiered(numpy_kernel, build, f"{op.type} {op.name}")
+    if loop_name == "gradient_descent":    # a MatMul's delta: accumulated into the variable by BLAS
+        return absorbing(op, ctx, tiered, numpy_kernel)
+    return tiered
 
 
 for _rule in _RULES:

@@ -130,20 +130,24 @@ def _merge(ctx, a: TensorShape, b: TensorShape, message: str) -> TensorShape:
         raise ctx.error(f"{message}: {a} vs {b}") from None
 
 
-def _apply_ops(name: str, variables: list[str], others: list[str], attrs: tuple[str, ...] = ()) -> None:
-    """Define ``name`` (ref variables) and ``Resource<name>`` (resource handles)."""
+def _apply_ops(name: str, variables: list[str], others: list[str], attrs: tuple[str, ...] = (),
+               absorbs: tuple[str, ...] = ()) -> None:
+    """Define ``name`` (ref variables) and ``Resource<name>`` (resource handles); ``absorbs``:
+    the inputs whose product the kernel may accumulate into the variable itself
+    (gradreg.registry.kernels.Absorbing)."""
     sparse = "indices" in others
     all_attrs = [f"T: {_NUMBER}"] + ([_INDICES] if sparse else []) + ["use_locking: bool = false", *attrs]
     data = ["indices: Tindices" if n == "indices" else f"{n}: T" for n in others]
     op(name, inputs=[f"{v}: Ref(T)" for v in variables] + data, outputs=["out: Ref(T)"], attrs=all_attrs,
-       shape=_apply_shape(len(variables), sparse))
-    op("Resource" + name, inputs=[f"{v}: resource" for v in variables] + data, attrs=all_attrs, stateful=True)
+       shape=_apply_shape(len(variables), sparse), absorbs=absorbs)
+    op("Resource" + name, inputs=[f"{v}: resource" for v in variables] + data, attrs=all_attrs, stateful=True,
+       absorbs=absorbs)
 
 
 _NESTEROV = ("use_nesterov: bool = false",)
 _UPDATE_SLOTS = ("update_slots: bool = true",)
 
-_apply_ops("ApplyGradientDescent", ["var"], ["alpha", "delta"])
+_apply_ops("ApplyGradientDescent", ["var"], ["alpha", "delta"], absorbs=("delta",))
 _apply_ops("ApplyMomentum", ["var", "accum"], ["lr", "grad", "momentum"], _NESTEROV)
 _apply_ops("ApplyAdam", ["var", "m", "v"],
            ["beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon", "grad"], _NESTEROV)
