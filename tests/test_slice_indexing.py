@@ -55,3 +55,24 @@ def test_ellipsis_and_new_axes_take_the_step_by_step_path():
     assert slicing.basic_index([2, 3], [0], [1], [1], slicing.Masks(ellipsis=1)) is None
     assert slicing.basic_index([2, 3], [0], [1], [1], slicing.Masks(new_axis=1)) is None
     assert slicing.basic_index([2], [0, 0], [1, 1], [1, 1], slicing.Masks()) is None   # more entries than dims
+
+
+def test_a_loops_xs_t_takes_one_index_and_fails_like_tensorflow_out_of_range():
+    # StridedSlice(xs, [t], [t + 1], [1], shrink_axis_mask=1): xs[t], negative t counting from the end
+    import pytest
+
+    import gradreg as gr
+    from gradreg.errors import GradregError
+
+    graph = gr.Graph()
+    with graph.as_default():
+        xs = gr.placeholder(gr.float32, [4, 3], name="xs")
+        t = gr.placeholder(gr.int32, [], name="t")
+        row = gr.strided_slice(xs, gr.stack([t]), gr.stack([t + 1]), [1], shrink_axis_mask=1, name="row")
+    session = gr.Session(graph)
+    values = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for index in (0, 3, -1, -4):
+        np.testing.assert_array_equal(session.run(row, {xs: values, t: index}), values[index])
+    for index in (4, -5):
+        with pytest.raises(GradregError, match="row"):
+            session.run(row, {xs: values, t: index})

@@ -447,6 +447,19 @@ def _strided_slice(op, ctx):
             return np.asarray(x)[index]
         spec = _slice_spec(np.shape(x), begin, end, strides, masks)
         return np.reshape(np.asarray(x)[spec.numpy_index()], spec.final_shape)
+
+    strides = constant_value(op.inputs[3])
+    if masks == slicing.Masks(shrink_axis=1) and strides is not None and strides.tolist() == [1]:
+        # x[t]: one index into the first axis (a TensorFlow loop's ``xs[t]``; end is ignored
+        # for a shrunk axis): 1.5 us a call where the general path takes 4.5. Anything else,
+        # an index out of range included, takes the general path and its errors.
+        def first_axis_item(x, begin, end, strides):
+            if type(x) is np.ndarray and x.ndim and type(begin) is np.ndarray and begin.shape == (1,):
+                b, d = int(begin[0]), x.shape[0]
+                if -d <= b < d:
+                    return x[b]
+            return strided_slice(x, begin, end, strides)
+        return first_axis_item
     return strided_slice
 
 
