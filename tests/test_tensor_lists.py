@@ -83,3 +83,56 @@ def test_a_reserved_list_of_unknown_element_shape_still_works(graph):
     filled = set_item(set_item(handle, 0, gr.constant([1, 2])), 1, gr.constant([3, 4]))
     out = ops.TensorListStack(input_handle=filled, element_shape=gr.constant([2], gr.int32), element_dtype=gr.int32)
     np.testing.assert_array_equal(gr.Session(graph).run(out, {n: 2}), [[1, 2], [3, 4]])
+
+
+def empty(shape=(2,), dtype=gr.float32):
+    return ops.EmptyTensorList(element_shape=gr.constant(list(shape), gr.int32), max_num_elements=-1,
+                               element_dtype=dtype)
+
+
+def push(handle, value):
+    return ops.TensorListPushBack(input_handle=handle, tensor=value)
+
+
+def test_every_version_of_a_pushed_list_keeps_its_values(graph):
+    # every version keeps its own elements: branches from older versions, set items, pops
+    values = [gr.constant(np.full(2, v, np.float32)) for v in range(40)]
+    versions = [empty()]
+    for v in values:
+        versions.append(push(versions[-1], v))
+    branch = push(versions[16], gr.constant(np.full(2, -1, np.float32)))      # two branches of an older version
+    branch2 = push(versions[16], gr.constant(np.full(2, -2, np.float32)))
+    middle = push(versions[5], gr.constant(np.full(2, -3, np.float32)))
+    changed = set_item(versions[40], 3, gr.constant(np.full(2, 9, np.float32)))
+    popped, last = ops.TensorListPopBack(input_handle=versions[10], element_shape=gr.constant([2], gr.int32),
+                                         element_dtype=gr.float32)
+    after_pop = push(popped, gr.constant(np.full(2, 7, np.float32)))
+    fetches = [stack(versions[40]), stack(versions[16]), stack(branch), stack(branch2), stack(middle),
+               stack(changed), stack(after_pop), last, stack(versions[10]), get_item(versions[40], 39),
+               ops.TensorListLength(input_handle=versions[17]), stack(versions[0])]
+    rows = np.repeat(np.arange(40, dtype=np.float32)[:, None], 2, axis=1)
+    for _ in range(2):
+        got = gr.Session(graph).run(fetches)
+        np.testing.assert_array_equal(got[0], rows)
+        np.testing.assert_array_equal(got[1], rows[:16])
+        np.testing.assert_array_equal(got[2], np.vstack([rows[:16], [[-1, -1]]]))
+        np.testing.assert_array_equal(got[3], np.vstack([rows[:16], [[-2, -2]]]))
+        np.testing.assert_array_equal(got[4], np.vstack([rows[:5], [[-3, -3]]]))
+        np.testing.assert_array_equal(got[5], np.vstack([rows[:3], [[9, 9]], rows[4:]]))
+        np.testing.assert_array_equal(got[6], np.vstack([rows[:9], [[7, 7]]]))
+        np.testing.assert_array_equal(got[7], [9, 9])
+        np.testing.assert_array_equal(got[8], rows[:10])
+        np.testing.assert_array_equal(got[9], [39, 39])
+        assert got[10] == 17
+        assert got[11].shape == (0, 2)
+
+
+def test_a_pushed_element_of_another_shape_keeps_the_list_whole(graph):
+    l1 = push(empty(shape=(-1,)), gr.constant(np.ones(2, np.float32)))
+    l2 = push(l1, gr.constant(np.full(3, 2, np.float32)))      # an element shape -1 lets shapes differ
+    items = [get_item(l2, 0), ops.TensorListGetItem(input_handle=l2, index=1,
+                                                    element_shape=gr.constant([-1], gr.int32),
+                                                    element_dtype=gr.float32)]
+    first, second = gr.Session(graph).run(items)
+    np.testing.assert_array_equal(first, [1, 1])
+    np.testing.assert_array_equal(second, [2, 2, 2])
