@@ -263,7 +263,8 @@ def mutate_const(rng, gd, seed):
         tensor.dtype = rng.choice(DTYPE_ENUMS)
         what = f"tensor dtype {tensor.dtype}"
     elif choice == 1:
-        _attr(node, "dtype").type = rng.choice(DTYPE_ENUMS) if _attr(node, "dtype") is not None else 1
+        # an earlier mutation of the chain may have removed the attr: then it is added
+        _set_attr(node, "dtype").type = rng.choice(DTYPE_ENUMS)
         what = "dtype attr"
     elif choice == 2:
         tensor.tensor_shape.dim.add(size=rng.choice(INTERESTING_INTS))
