@@ -16,10 +16,13 @@ Each intermediate is released right after its last consumer, so peak memory is t
 live set. Pure nodes whose inputs are all constants are computed once, when the plan is
 compiled (:meth:`Emitter.fold`), as TensorFlow's constant folding does: the shape arithmetic
 and seeds of a TensorFlow-written gradient graph (``grad_ys`` Fills, the Tiles of a Mean's
-gradient, ...) then cost nothing per step. Errors inside kernels are mapped back, by line number, to the node that
-raised. Graphs with v1 control flow (Switch/Merge/Enter/Exit/NextIteration) are
-compiled by :mod:`gradreg.runtime.control_flow` into the same kind of function, with
-loops in the generated code.
+gradient, ...) then cost nothing per step. A node whose kernel computes one of its inputs'
+producers itself (an Absorbing kernel: gradient descent accumulating its MatMul delta into
+the variable) replaces that producer when nothing else uses it (:meth:`Emitter.absorb`).
+Errors inside kernels are mapped back, by line number, to the node that raised. Graphs with
+v1 control flow (Switch/Merge/Enter/Exit/NextIteration) are compiled by
+:mod:`gradreg.runtime.control_flow` into the same kind of function, with loops in the
+generated code (neither folded nor absorbing).
 """
 from __future__ import annotations
 
