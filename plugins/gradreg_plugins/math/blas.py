@@ -20,10 +20,9 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
 @functools.cache
-def _gemm_functions() -> dict[np.dtype, tuple[Any, type]]:
-    """NumPy's BLAS's cblas_sgemm and cblas_dgemm with the integer type they take ({} if none)."""
+def _gemm_functions() -> dict[np.dtype, Any]:
+    """NumPy's BLAS's cblas_sgemm and cblas_dgemm by element type ({} if it has none)."""
     from threadpoolctl import ThreadpoolController  # imported when an update first needs it
-    found: dict[np.dtype, tuple[Any, type]] = {}
     for lc in ThreadpoolController().lib_controllers:
         if lc.user_api != "blas" or lc.internal_api != "openblas":
             continue
@@ -38,11 +37,10 @@ def _gemm_functions() -> dict[np.dtype, tuple[Any, type]]:
                     fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, integer, integer, integer, real,
                                    ctypes.c_void_p, integer, ctypes.c_void_p, integer, real, ctypes.c_void_p,
                                    integer]
-                    functions[np.dtype(dtype)] = (fn, integer)
+                    functions[np.dtype(dtype)] = fn
                 if len(functions) == 2:
-                    found.update(functions)
-                    return found
-    return found
+                    return functions
+    return {}
 
 
 def available(dtype: np.dtype) -> bool:
@@ -64,11 +62,10 @@ def gemm(c: np.ndarray, a: np.ndarray, b: np.ndarray, alpha: float, ta: bool, tb
     """``c += alpha * op(a) @ op(b)`` in place (op transposes when ``ta``/``tb``); c is
     C-contiguous, a, b and c of one type the BLAS has, their shapes checked by the caller.
     False (nothing done) when an operand is neither C- nor F-contiguous or the type is missing."""
-    fn = _gemm_functions().get(c.dtype)
+    gemm_fn = _gemm_functions().get(c.dtype)
     left, right = _operand(a, ta), _operand(b, tb)
-    if fn is None or left is None or right is None or not c.flags.c_contiguous:
+    if gemm_fn is None or left is None or right is None or not c.flags.c_contiguous:
         return False
-    gemm_fn, _ = fn
     (a, ta), (b, tb) = left, right
     m, n = c.shape
     k = a.shape[0] if ta else a.shape[1]
