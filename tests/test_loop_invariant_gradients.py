@@ -230,6 +230,52 @@ def test_rows_sliced_from_an_invariant_are_scattered_once_after_the_loop(graph):
         assert error < 1e-7, tensor.name
 
 
+def _backward_products(graph, grads):
+    """The MatMul nodes the gradients need that run in a backward loop (once per iteration)."""
+    needed, stack = set(), [g.op for g in grads]
+    while stack:
+        op = stack.pop()
+        if op not in needed:
+            needed.add(op)
+            stack.extend(t.op for t in op.inputs)
+            stack.extend(op.control_inputs)
+    return [op for op in needed if op.type == "MatMul" and op.name.startswith("gradients/")
+            and type(op.control_flow_context).__name__ == "BackwardLoopContext"]
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_gradients_of_sliced_rows_take_one_product_after_the_loop(graph, transpose):
+    # d xs[t] = dz_t W^T feeds nothing in the backward loop: it is the stacked dz_t (already
+    # collected for dW and dU) times W^T, once after the loop. Per iteration, only dh = dz_t U^T
+    # is left. With W stored transposed (xs[t] W^T), the product after the loop is dz W.
+    steps = 7
+    xs = gr.placeholder(gr.float64, [steps, BATCH, INPUT], name="xs")
+    w = gr.placeholder(gr.float64, [HIDDEN, INPUT] if transpose else [INPUT, HIDDEN], name="w")
+    u = gr.placeholder(gr.float64, [HIDDEN, HIDDEN], name="u")
+
+    def body(t, h):
+        return t + 1, gr.tanh(gr.matmul(xs[t], w, transpose_b=transpose) + gr.matmul(h, u))
+    _, h = gr.while_loop(lambda t, h: t < steps, body, [0, gr.zeros([BATCH, HIDDEN], dtype=gr.float64)])
+    loss = gr.reduce_sum(h * h)
+    grads = gr.gradients(loss, [xs, w, u])
+    in_loop = _backward_products(graph, grads)
+    assert len(in_loop) == 1 and in_loop[0].inputs[1].op.type == "Enter", [op.name for op in in_loop]
+    assert grads[0].op.type == "UnsortedSegmentSum"
+    rng = np.random.default_rng(8)
+    x_value, u_value = rng.normal(size=(steps, BATCH, INPUT)), rng.normal(0, 0.5, (HIDDEN, HIDDEN))
+    w_value = rng.normal(0, 0.5, (INPUT, HIDDEN))
+    got = gr.Session(graph).run(grads, {xs: x_value, w: w_value.T if transpose else w_value, u: u_value})
+    hs = [np.zeros((BATCH, HIDDEN))]
+    for t in range(steps):
+        hs.append(np.tanh(x_value[t] @ w_value + hs[-1] @ u_value))
+    dh, dxs, dw, du = 2 * hs[-1], np.zeros_like(x_value), np.zeros_like(w_value), np.zeros_like(u_value)
+    for t in reversed(range(steps)):
+        dz = dh * (1 - hs[t + 1] ** 2)
+        dxs[t], dw, du, dh = dz @ w_value.T, dw + x_value[t].T @ dz, du + hs[t].T @ dz, dz @ u_value.T
+    for g, e in zip(got, (dxs, dw.T if transpose else dw, du)):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+
+
 def test_rows_sliced_again_and_from_the_end_add_up(graph):
     # Rows counted from the end (xs[-3], xs[-2], xs[-1]), each read in two iterations.
     xs = gr.placeholder(gr.float64, [4, 3], name="xs")

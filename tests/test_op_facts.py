@@ -48,6 +48,12 @@ def test_matmuls_iteration_sum_rule_comes_from_the_math_family():
     assert found is not None and found.plugin == "math"
 
 
+def test_matmuls_iteration_stack_rule_comes_from_the_math_family():
+    found = get_registry().iteration_stacks.lookup("MatMul")
+    assert found is not None and found.plugin == "math"
+    assert get_registry().iteration_stack("Tanh") is None
+
+
 def test_an_rnn_weight_gradient_is_one_matmul_after_the_loop(graph):
     x = gr.placeholder(gr.float64, [5, 2, 3], name="x")
     w = gr.constant(np.linspace(-1, 1, 12).reshape(3, 4), name="w")

@@ -280,6 +280,14 @@ class BackwardLoopContext(LoopContext):
             self.pops[value] = (t, push.op)
         return value
 
+    def invariant_source(self, t: Tensor) -> Tensor | None:
+        """The tensor outside this loop that ``t`` equals in every iteration (an invariant this
+        frame entered), or None."""
+        op = t.op
+        if op.type in ENTER and op.get_attr("is_constant") and op.control_flow_context is self:
+            return op.inputs[0]
+        return None
+
     def finish(self, unneeded: set[Any]) -> None:
         """Make every push but the ``unneeded`` ones run in each forward iteration (nor the
         pushes of values whose pops nothing uses any more: a rule's input that an
@@ -357,6 +365,7 @@ def loop_gradient(graph: Graph, loop: ForwardLoop, exit_grads: dict[Operation, A
         n = len(carried)
         exits = [counter.exit] + _carried_exits(grad_vars, grad_next, grads[:n], grads[n:2 * n])
         totals, collected = _invariant_totals(backward, counter.loop_cond, invariants, grads[2 * n:])
+        derived = _derive_stacks(backward, collected)
         exits.extend(t for t in totals if isinstance(t, Tensor))
         exits.extend(_collect_values(forward, backward, counter, collected))
     for e in exits:
@@ -367,7 +376,7 @@ def loop_gradient(graph: Graph, loop: ForwardLoop, exit_grads: dict[Operation, A
     stacked: dict[Tensor, Tensor] = {}
     for inv, total in zip(invariants, totals):
         if total is not None and not isinstance(total, Tensor):
-            total = total(lambda value: _stacked(value, collected, stacked))
+            total = total(lambda value: _stacked(value, collected, stacked, derived))
         # A pass-through variable leaves the loop as it entered: its Exit's gradient adds once.
         exit_grad = exit_grads.get(inv.exit) if inv.exit is not None else None
         if exit_grad is not None:
@@ -565,9 +574,42 @@ def _unused(op: Operation, depth: int = 0) -> bool:
 
 
 
-def _stacked(value: Tensor, collected: dict[Tensor, Any], stacked: dict[Tensor, Tensor]) -> Tensor:
+def _derive_stacks(backward: BackwardLoopContext, collected: dict[Tensor, Tensor | None]
+                   ) -> dict[Tensor, Callable[[Callable[[Tensor], Tensor]], Tensor]]:
+    """Replace, in ``collected``, each value of the backward body that only the sums after the
+    loop use and whose stacked values an iteration-stack rule computes from other per-iteration
+    values (``dz_t W^T`` from ``dz_t``) by those values. Returns value -> builder of its
+    stacked values from ``stacked``. The node then no longer runs per iteration (nothing needs
+    it) and is not kept per iteration: one product after the loop instead."""
+    registry = get_registry()
+    derived: dict[Tensor, Callable[[Callable[[Tensor], Tensor]], Tensor]] = {}
+    pending = list(collected)
+    while pending:
+        value = pending.pop()
+        op = value.op
+        rule = registry.iteration_stack(op.type)
+        if rule is None or len(op.outputs) != 1 or not backward.contains(op) \
+                or not all(_unused(c) for c in value.consumers()):
+            continue
+        found = rule(op, backward.invariant_source)
+        if found is None:
+            continue
+        values, build = found
+        del collected[value]
+        derived[value] = build
+        for v in values:
+            if v not in collected and v not in derived:
+                collected[v] = None
+                pending.append(v)
+    return derived
+
+
+def _stacked(value: Tensor, collected: dict[Tensor, Any], stacked: dict[Tensor, Tensor],
+             derived: dict[Tensor, Callable[[Callable[[Tensor], Tensor]], Tensor]]) -> Tensor:
     """The values ``value`` took in the backward iterations, stacked on a new leading axis."""
     found = stacked.get(value)
+    if found is None and value in derived:
+        found = stacked[value] = derived[value](lambda v: _stacked(v, collected, stacked, derived))
     if found is None:
         shape = value.shape.as_list()
         found = stacked[value] = apply_op("TensorListStack", collected[value], convert_to_tensor(shape, dtypes.int32),

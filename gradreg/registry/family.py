@@ -42,6 +42,7 @@ class OpFamily:
         self.kernels: dict[str, dict[str, Callable[..., Any]]] = {}     # backend -> op type -> kernel factory
         self.gradients: dict[str, Callable[..., Any] | None] = {}
         self.iteration_sums: dict[str, Callable[..., Any]] = {}
+        self.iteration_stacks: dict[str, Callable[..., Any]] = {}
         self.calls: FunctionCall | None = None
         self.shapes: dict[str, Callable[..., Any]] = {}
         self.api: dict[str, Callable[..., Any]] = {}
@@ -78,6 +79,14 @@ class OpFamily:
         gradreg.registry.hookspecs.gradreg_iteration_sums)."""
         def register(rule: Callable[..., Any]) -> Callable[..., Any]:
             self.iteration_sums[op_type] = rule
+            return rule
+        return register
+
+    def iteration_stack(self, op_type: str) -> Callable[..., Any]:
+        """Decorator registering ``rule(op, outside)`` as the iteration-stack rule of
+        ``op_type`` (see gradreg.registry.hookspecs.gradreg_iteration_stacks)."""
+        def register(rule: Callable[..., Any]) -> Callable[..., Any]:
+            self.iteration_stacks[op_type] = rule
             return rule
         return register
 
@@ -162,6 +171,10 @@ class OpFamily:
     @hookimpl
     def gradreg_iteration_sums(self) -> dict[str, Callable[..., Any]]:
         return dict(self.iteration_sums)
+
+    @hookimpl
+    def gradreg_iteration_stacks(self) -> dict[str, Callable[..., Any]]:
+        return dict(self.iteration_stacks)
 
     @hookimpl
     def gradreg_function_call(self) -> FunctionCall | None:

@@ -102,6 +102,18 @@ def gradreg_iteration_sums() -> Mapping[str, Callable[..., Any]]:
 
 
 @hookspec
+def gradreg_iteration_stacks() -> Mapping[str, Callable[..., Any]]:
+    """Return ``{op_type: rule}``: how loop gradients get the values a node took in every
+    iteration, stacked on a new leading axis, from other per-iteration values, so that the
+    node need not run per iteration when only sums after the loop use it. ``rule(op,
+    outside)`` returns None or ``(values, build)``: the per-iteration tensors to collect, and
+    ``build(stacked)`` making the node's stacked output from ``stacked(value)``.
+    ``outside(t)`` is the tensor outside the loop that ``t`` equals in every iteration (a
+    loop invariant), or None. (MatMul of a per-iteration ``a_t`` and an invariant ``b``:
+    the stacked rows of ``a`` times ``b``, one product after the loop.)"""
+
+
+@hookspec
 def gradreg_function_call() -> Any:
     """Return a :class:`gradreg.registry.extensions.FunctionCall`: the kernel factory and the
     gradient rule of nodes whose op type is the name of a function in the graph's library

