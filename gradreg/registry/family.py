@@ -43,6 +43,7 @@ class OpFamily:
         self.gradients: dict[str, Callable[..., Any] | None] = {}
         self.iteration_sums: dict[str, Callable[..., Any]] = {}
         self.iteration_stacks: dict[str, Callable[..., Any]] = {}
+        self.loop_hoists: dict[str, Callable[..., Any]] = {}
         self.calls: FunctionCall | None = None
         self.shapes: dict[str, Callable[..., Any]] = {}
         self.api: dict[str, Callable[..., Any]] = {}
@@ -87,6 +88,14 @@ class OpFamily:
         ``op_type`` (see gradreg.registry.hookspecs.gradreg_iteration_stacks)."""
         def register(rule: Callable[..., Any]) -> Callable[..., Any]:
             self.iteration_stacks[op_type] = rule
+            return rule
+        return register
+
+    def loop_hoist(self, op_type: str) -> Callable[..., Any]:
+        """Decorator registering ``rule(op, ctx, outside)`` as the loop-hoist rule of ``op_type``
+        (see gradreg.registry.hookspecs.gradreg_loop_hoists)."""
+        def register(rule: Callable[..., Any]) -> Callable[..., Any]:
+            self.loop_hoists[op_type] = rule
             return rule
         return register
 
@@ -175,6 +184,10 @@ class OpFamily:
     @hookimpl
     def gradreg_iteration_stacks(self) -> dict[str, Callable[..., Any]]:
         return dict(self.iteration_stacks)
+
+    @hookimpl
+    def gradreg_loop_hoists(self) -> dict[str, Callable[..., Any]]:
+        return dict(self.loop_hoists)
 
     @hookimpl
     def gradreg_function_call(self) -> FunctionCall | None:

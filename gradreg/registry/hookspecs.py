@@ -114,6 +114,17 @@ def gradreg_iteration_stacks() -> Mapping[str, Callable[..., Any]]:
 
 
 @hookspec
+def gradreg_loop_hoists() -> Mapping[str, Callable[..., Any]]:
+    """Return ``{op_type: rule}``: how a plan computes a node's values for all the iterations
+    of a v1 loop at once, before the loop. ``rule(op, ctx, outside)`` (``outside(t)``: the
+    tensor outside the loop that ``t`` equals in every iteration, or None) returns None or a
+    :class:`gradreg.registry.kernels.LoopHoist`: the outside tensors ``precompute`` takes,
+    and ``pick(table, *values)`` of the node's ``pick_inputs`` giving the node's output in
+    an iteration from the table, or None (then the node's kernel runs). (MatMul of ``xs[t]``
+    and an invariant ``W``: ``xs W`` as one product, then row t of it per iteration.)"""
+
+
+@hookspec
 def gradreg_function_call() -> Any:
     """Return a :class:`gradreg.registry.extensions.FunctionCall`: the kernel factory and the
     gradient rule of nodes whose op type is the name of a function in the graph's library

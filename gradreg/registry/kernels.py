@@ -17,6 +17,10 @@ returns one of:
   plan whose only use of that producer is this node runs the one kernel; elsewhere
   ``fallback`` runs, after the producer.
 
+A loop-hoist rule (gradreg.registry.hookspecs.gradreg_loop_hoists) answers with a
+:class:`LoopHoist`: a table computed once before a v1 loop, from which each iteration
+picks the node's output.
+
 Kernels never modify their inputs in place; an output may share memory with an input.
 
 The ``ctx`` a factory receives is a :class:`KernelContext`: the element limit, seeded
@@ -61,6 +65,19 @@ class Absorbing:
     inputs: tuple[Any, ...]          # Tensors: the node's other inputs and the producer's
     absorbed: tuple[Operation, ...]
     fallback: Any
+
+
+@dataclass(frozen=True)
+class LoopHoist:
+    """A loop-hoist rule's answer (hookspecs.gradreg_loop_hoists): before the loop, the plan
+    computes ``precompute(*values of inputs)`` once (``inputs``: tensors outside the loop);
+    in each iteration, ``pick(table, *values of pick_inputs)`` gives the node's output, or
+    None, and then the node's own kernel runs. ``precompute`` returns None when the values
+    do not suit it (the node's kernel then runs in every iteration and reports any error)."""
+    inputs: tuple[Any, ...]          # Tensors outside the loop
+    precompute: Callable[..., Any]
+    pick_inputs: tuple[Any, ...]     # Tensors in the loop
+    pick: Callable[..., Any]
 
 
 class VariantValue(Protocol):

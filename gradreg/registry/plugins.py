@@ -168,6 +168,7 @@ class Registry:
         self.api = Table("Python builder", self._overrides)
         self.iteration_sums = Table("iteration-sum rule", self._overrides)
         self.iteration_stacks = Table("iteration-stack rule", self._overrides)
+        self.loop_hoists = Table("loop-hoist rule", self._overrides)
         self.backends = Table("execution backend", self._overrides)
         self.formats = Table("graph format", self._overrides)
         self.function_calls = Table("handling", self._overrides)
@@ -231,7 +232,8 @@ class Registry:
                                   ("gradreg_gradients", "gradient", self.gradients),
                                   ("gradreg_api_functions", "builder", self.api),
                                   ("gradreg_iteration_sums", "iteration sum", self.iteration_sums),
-                                  ("gradreg_iteration_stacks", "iteration stack", self.iteration_stacks)):
+                                  ("gradreg_iteration_stacks", "iteration stack", self.iteration_stacks),
+                                  ("gradreg_loop_hoists", "loop hoist", self.loop_hoists)):
             for key, value in (self._call(record, hook) or {}).items():
                 self._add(table, kind, key, value, record)
         for backend in self._call(record, "gradreg_backends") or ():
@@ -279,7 +281,7 @@ class Registry:
 
     def _tables(self) -> list[Table]:
         return [self.ops, self.shapes, self.gradients, self.api, self.iteration_sums, self.iteration_stacks,
-                self.backends, self.formats, self.function_calls, *self._kernels.values()]
+                self.loop_hoists, self.backends, self.formats, self.function_calls, *self._kernels.values()]
 
     # -- lookups -------------------------------------------------------------------------
     def op_definition(self, op_type: str) -> OpDefinition | None:
@@ -321,6 +323,11 @@ class Registry:
     def iteration_stack(self, op_type: str) -> Callable[..., Any] | None:
         """The iteration-stack rule of ``op_type`` (hookspecs.gradreg_iteration_stacks), if any."""
         found = self.iteration_stacks.lookup(op_type)
+        return None if found is None else found.value
+
+    def loop_hoist(self, op_type: str) -> Callable[..., Any] | None:
+        """The loop-hoist rule of ``op_type`` (hookspecs.gradreg_loop_hoists), if any."""
+        found = self.loop_hoists.lookup(op_type)
         return None if found is None else found.value
 
     def function_call(self) -> Provided | None:
@@ -382,7 +389,8 @@ class Registry:
     def conflicts(self) -> dict[str, dict[str, list[str]]]:
         tables = {"op definition": self.ops, "shape": self.shapes, "gradient": self.gradients,
                   "builder": self.api, "iteration sum": self.iteration_sums,
-                  "iteration stack": self.iteration_stacks, "backend": self.backends,
+                  "iteration stack": self.iteration_stacks, "loop hoist": self.loop_hoists,
+                  "backend": self.backends,
                   "graph format": self.formats, "function calls": self.function_calls}
         tables.update({f"kernel:{b}": t for b, t in self._kernels.items()})
         return {name: t.conflicts() for name, t in tables.items() if t.conflicts()}

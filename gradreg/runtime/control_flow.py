@@ -45,6 +45,8 @@ from gradreg.model.frames import (
 )
 from gradreg.model.graph import Operation, Tensor
 from gradreg.model.traversal import topological_order
+from gradreg.registry import get_registry
+from gradreg.registry.kernels import LoopHoist
 from gradreg.runtime.codegen import Block
 
 if TYPE_CHECKING:
@@ -92,6 +94,7 @@ class _FrameCompiler:
         self.dead_ops: dict[Operation, tuple[str, tuple[str, ...]]] = {}   # op -> (dead expr, vars)
         self.limit = getattr(emitter.ctx, "loop_iteration_limit", None)
         self.fetched: set[Tensor] = set()
+        self.hoisted: dict[Operation, tuple[str, LoopHoist]] = {}   # node -> (its table's variable, rule's answer)
 
     # -- ordering within a frame ----------------------------------------------------------
     def _items(self, frame: Frame) -> list[Any]:
@@ -193,6 +196,7 @@ class _FrameCompiler:
             raise GraphError(f"loop frame '{frame.name}' has {len(loop_conds)} LoopCond nodes; expected one")
         loop_cond = loop_conds[0]
         target, dead_block = self._enter_values(frame, block)
+        self._hoist(frame, target)
         loop_vars = [self._loop_variable(merge, target) for merge in frame.ops if is_loop_merge(merge)]
         counter = None
         if self.limit is not None:
@@ -218,6 +222,48 @@ class _FrameCompiler:
                      uses=[counter], op=loop_cond)
         if dead_block is not None:
             self._exits_are_dead(frame, dead_block)
+
+    def _hoist(self, frame: Frame, target: Block) -> None:
+        """Emit before the loop the table of each node of the frame that its family's loop-hoist
+        rule computes for all iterations at once (gradreg.registry.hookspecs.gradreg_loop_hoists);
+        the node then picks its value from the table (emit_op)."""
+        emitter = self.emitter
+        registry = get_registry()
+        invariants = {op.outputs[0]: op.inputs[0] for op in frame.ops
+                      if op.type in ENTER and op.get_attr("is_constant") and op.inputs[0] not in self.maybe_dead}
+        for op in frame.ops:
+            rule = registry.loop_hoist(op.type)
+            hoist = rule(op, emitter.ctx, invariants.get) if rule is not None else None
+            if hoist is None:
+                continue
+            table = emitter.fresh("tab")
+            args = [emitter.names[t] for t in hoist.inputs]
+            target.add(f"{table} = {emitter.bind('k', _quiet(hoist.precompute))}({', '.join(args)})",
+                       defs=[table], uses=emitter.local_uses(args), op=op)
+            self.hoisted[op] = (table, hoist)
+
+    def _emit_hoisted(self, op: Operation, block: Block, table: str, hoist: LoopHoist) -> bool:
+        """``op``'s output picked from its table, or computed by its kernel when the table has
+        none (False, emitting nothing, when its kernel is not a plain function)."""
+        emitter = self.emitter
+        if len(op.outputs) != 1 or op.outputs[0] in emitter.fed \
+                or any(t.dtype is not None and t.dtype.is_ref for t in op.inputs):
+            return False
+        kernel = emitter.call_kernel(op)
+        if kernel is None:
+            return False
+        names = emitter.names
+        picks = [names[t] for t in hoist.pick_inputs]
+        inputs = [names[t] for t in op.inputs]
+        var = emitter.fresh()
+        pick = emitter.bind("k", hoist.pick)
+        block.add(f"{var} = {pick}({table}, {', '.join(picks)}) if {table} is not None else None", defs=[var],
+                  uses=emitter.local_uses([table, *picks]), op=op)
+        block.add(f"if {var} is None: {var} = {emitter.bind_kernel(kernel)}({', '.join(inputs)})", defs=[var],
+                  uses=emitter.local_uses([var, *inputs]), op=op)
+        names[op.outputs[0]] = var
+        emitter.emit_check(block, op, [var])
+        return True
 
     def _enter_values(self, frame: Frame, block: Block) -> tuple[Block, Block | None]:
         """Name the Enters' values; the block the loop goes in, and the block run instead when
@@ -323,7 +369,7 @@ class _FrameCompiler:
             return
         guard = self._dead_guard(op)
         if guard is None:
-            emitter.emit_op(block, op)
+            self._emit_live(op, block)
             return
         emitter.emit_op(block, op, dead_check=lambda _op: guard)
         for t in op.outputs:
@@ -334,6 +380,12 @@ class _FrameCompiler:
             condition, uses = guard
             block.add(f"{live} = not ({condition})", defs=[live], uses=list(uses))
             self.dead_ops[op] = (f"not {live}", (live,))
+
+    def _emit_live(self, op: Operation, block: Block) -> None:
+        """An op that is never dead: from its loop-hoist table if it has one, else its kernel."""
+        hoisted = self.hoisted.get(op)
+        if hoisted is None or not self._emit_hoisted(op, block, *hoisted):
+            self.emitter.emit_op(block, op)
 
     def _dead_guard(self, op: Operation) -> tuple[str, tuple[str, ...]] | None:
         """(condition, variables) under which ``op`` is dead, or None if it never is."""
@@ -471,6 +523,17 @@ class _Regions:
             raise GraphError(f"node '{op_name}' in loop frame '{self.frame.name}' depends on both the "
                              f"continue and the exit branch of the loop")
         return found.pop() if found else HEADER
+
+
+def _quiet(precompute: Any) -> Any:
+    """``precompute`` answering None instead of raising: the node's kernel then runs in each
+    iteration, and reports any error in the values, naming the node."""
+    def run(*values: Any) -> Any:
+        try:
+            return precompute(*values)
+        except Exception:
+            return None
+    return run
 
 
 def _int32(value: int) -> Any:

@@ -172,6 +172,22 @@ class Emitter:
         elif kernel is not NOOP:
             self._emit_call(block, op, kernel, guard)
 
+    def call_kernel(self, op: Operation) -> Any | None:
+        """``op``'s kernel when the plan calls it (a function, or Tiered); else None, and
+        emit_op will handle it (an alias, a constant, nothing to run)."""
+        kernel = self.kernels.pop(op, None) or resolve_kernel(op, self.ctx, self.kernel_tables)
+        if kernel is IDENTITY or kernel is NOOP or isinstance(kernel, (Constant, Absorbing)):
+            self.kernels[op] = kernel
+            return None
+        return kernel
+
+    def emit_check(self, block: Block, op: Operation, targets: Sequence[str]) -> None:
+        """With output checks on (tests), a statement checking ``op``'s outputs against its
+        declared dtypes and shapes."""
+        if self.check_outputs:
+            checker = self.bind("chk", _output_checker(op))
+            block.add(f"{checker}(({', '.join(targets)},))", uses=list(targets), op=op)
+
     def fold(self, op: Operation, constants: dict[Tensor, Any]) -> bool:
         """Compute ``op`` now if it is pure and ``constants`` holds all its inputs: bind its
         outputs as constants (added to ``constants``) and return True. A node that is
@@ -300,9 +316,7 @@ class Emitter:
         for t, var in zip(outputs, targets):
             if t not in self.fed:
                 names[t] = var
-        if self.check_outputs:
-            checker = self.bind("chk", _output_checker(op))
-            block.add(f"{checker}(({', '.join(targets)},))", uses=targets, op=op)
+        self.emit_check(block, op, targets)
 
     def emit_fused(self, block: Block, group: Any) -> None:
         """Emit one call of a fused kernel: ``group`` (a FusedKernel, gradreg.runtime.executor) has

@@ -6,7 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from gradreg.backends import threads
+from gradreg.model.shape_inference import constant_value
+from gradreg.registry.kernels import LoopHoist
 from gradreg_plugins._lazy import LazyModule
+from gradreg_plugins.math import family
 from gradreg_plugins.math import numerics as nm
 from gradreg_plugins.math.kernels import cast_array, kernel
 
@@ -115,6 +118,58 @@ def _matmul(op, ctx):
             check((a.shape[0], b.shape[1]))
         return _product(a, b, a.dtype)
     return compute
+
+
+_ROW_SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")
+
+
+def _row_of(t, outside):
+    """(the invariant X outside the loop, the slice's begin) when ``t`` is ``X[i]`` sliced in a
+    loop (StridedSlice of an invariant, shrink_axis_mask 1, stride 1, begin of one index: row
+    i of X, negative i counting from the end; TensorFlow ignores end for a shrunk axis)."""
+    op = t.op
+    if op.type != "StridedSlice" or op.get_attr("shrink_axis_mask") != 1 \
+            or any(op.get_attr(m) for m in _ROW_SLICE_MASKS):
+        return None
+    x, begin, _end, strides = op.inputs
+    source = outside(x)
+    step = constant_value(strides)
+    if source is None or step is None or np.ravel(step).tolist() != [1] or begin.shape.as_list() != [1]:
+        return None
+    return source, begin
+
+
+@family.loop_hoist("MatMul")
+def _matmul_loop_hoist(op, ctx, outside):
+    """``X[t] W`` in a loop over t, X and W invariant (an RNN's input projection): ``X W`` as one
+    product before the loop (rows of X stacked), and row t of it in each iteration: one BLAS
+    call instead of one per iteration. Rows the loop never reads are computed too; a result
+    over the element limit, or values that do not fit (rank, types), leave the node to run."""
+    a, b = op.inputs
+    row = _row_of(a, outside)
+    invariant = outside(b)
+    dtype = op.outputs[0].dtype
+    if row is None or invariant is None or op.get_attr("transpose_a") or op.control_inputs \
+            or dtype is None or dtype.storage not in (np.float32, np.float64):
+        return None
+    source, begin = row
+    tb = bool(op.get_attr("transpose_b"))
+    storage = dtype.storage
+    product = _sized(lambda p, q: np.dot(p, q.T if tb else q), False, tb)
+
+    def precompute(x, w):
+        if type(x) is not np.ndarray or type(w) is not np.ndarray or x.ndim != 3 or w.ndim != 2 \
+                or x.dtype != storage or w.dtype != storage:
+            return None
+        k, n = (w.shape[1], w.shape[0]) if tb else w.shape
+        if x.shape[2] != k or x.shape[0] * x.shape[1] * n > ctx.max_elements:
+            return None
+        return product(x.reshape(-1, k), w).reshape(x.shape[0], x.shape[1], n)
+
+    def pick(table, index):
+        i = int(index[0])
+        return table[i] if -table.shape[0] <= i < table.shape[0] else None
+    return LoopHoist((source, invariant), precompute, (begin,), pick)
 
 
 def _adjoint(x):

@@ -68,6 +68,21 @@ def dynamic_rnn(rng):
             "xs": [x, cell.w, cell.b]}
 
 
+def sliced_rnn(rng):
+    """Issue 14's RNN (v1 while_loop reading xs[t]) with a second input read from the end through
+    transposed weights: h' = tanh(xs[t] W + xs[-1 - t] V^T + h U), 7 steps."""
+    xs = tf1.placeholder(tf.float32, [7, 3, 4], name="x")
+    w = variable("w", rng.normal(0, 0.5, (4, 5)).astype(np.float32), resource=False)
+    v = variable("v", rng.normal(0, 0.5, (5, 4)).astype(np.float32), resource=False)
+    u = variable("u", rng.normal(0, 0.5, (5, 5)).astype(np.float32), resource=False)
+
+    def body(t, h):
+        return t + 1, tf.tanh(tf.matmul(xs[t], w) + tf.matmul(xs[-1 - t], v, transpose_b=True) + tf.matmul(h, u))
+    _, h = tf1.while_loop(lambda t, h: t < 7, body, [tf.constant(0), tf.zeros([3, 5])])
+    y = tf.identity(h, name="y")
+    return {"feeds": [xs], "fetches": [y], "ys": [y], "cotangent": True, "xs": [xs, w, v, u]}
+
+
 def while_reads_variable(rng):
     """A v1 while_loop whose body reads a ref variable (RefEnter) and a resource variable, and
     increments a ref counter (AssignAdd) under a control dependency."""
@@ -255,7 +270,7 @@ def simple_case(model, description, v2=False, extra_values=None):
 
 
 def model_input(name, rng):
-    shapes = {"tf1_dynamic_rnn": (2, 5, 3), "tf1_ref_loop": (3,)}
+    shapes = {"tf1_dynamic_rnn": (2, 5, 3), "tf1_ref_loop": (3,), "tf1_sliced_rnn": (7, 3, 4)}
     return rng.normal(0, 1, shapes.get(name, (2, 3))).astype(np.float32)
 
 
@@ -267,6 +282,8 @@ CASES = {
     "tf1_dynamic_rnn": simple_case(dynamic_rnn, "tf.compat.v1.nn.dynamic_rnn (control flow v1, TensorArray*V3) "
                                    "with sequence lengths over a handwritten RNN cell with ref variables",
                                    extra_values={"lengths:0": np.array([5, 3], np.int32)}),
+    "tf1_sliced_rnn": simple_case(sliced_rnn, "issue 14's RNN: v1 while_loop reading xs[t] and xs[-1 - t] "
+                                  "(StridedSlice), the second through transposed weights"),
     "tf1_while_reads_variable": simple_case(while_reads_variable, "v1 while_loop reading a ref and a resource "
                                             "variable inside the body, with an AssignAdd counter"),
     "tf1_cond_reads_variable": simple_case(cond_reads_variable, "v1 tf.cond reading ref and resource variables; "
