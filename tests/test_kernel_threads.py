@@ -1,0 +1,137 @@
+"""gradreg.backends.threads.parallel with the spinning pool (numba loaded): parts in order, errors
+of any part raised in the caller once every part has finished, concurrent callers served,
+workers woken after they went to sleep; GRADREG_SPIN=0 keeps the sleeping executor."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from gradreg.backends import threads
+
+numba = pytest.importorskip("numba")
+
+pytestmark = pytest.mark.skipif(threads.CORES < 2, reason="one core: parallel runs every part in the caller")
+
+
+def spin_pool():
+    pool = threads._spinning()
+    if pool is None:
+        pytest.skip("the spinning pool is switched off here (GRADREG_SPIN=0)")
+    return pool
+
+
+def test_parts_come_back_in_order_from_the_workers():
+    pool = spin_pool()
+    seen = []
+
+    def part(i):
+        seen.append((i, threading.get_ident()))
+        return i * 10
+    parts = min(threads.CORES, pool.workers + 1)
+    assert threads.parallel(part, parts) == [10 * i for i in range(parts)]
+    callers = {tid for i, tid in seen if i == 0}
+    workers = {tid for i, tid in seen if i > 0}
+    assert callers == {threading.get_ident()} and workers and not workers & callers
+
+
+def test_a_workers_error_is_raised_in_the_caller_after_every_part_finished():
+    spin_pool()
+    finished = []
+
+    def part(i):
+        if i == 1:
+            raise ValueError("part one failed")
+        time.sleep(0.01)
+        finished.append(i)
+        return i
+    with pytest.raises(ValueError, match="part one failed"):
+        threads.parallel(part, 2)
+    assert finished == [0]
+    assert threads.parallel(lambda i: i + 1, 2) == [1, 2]       # the pool still works
+
+
+def test_the_callers_error_waits_for_the_workers():
+    spin_pool()
+    finished = []
+
+    def part(i):
+        if i == 0:
+            raise KeyError("part zero")
+        time.sleep(0.02)
+        finished.append(i)
+        return i
+    with pytest.raises(KeyError):
+        threads.parallel(part, 2)
+    assert finished == [1]       # part 1 had finished when the error reached the caller
+
+
+def test_a_sleeping_worker_is_woken():
+    spin_pool()
+    time.sleep(threads.SPIN_SECONDS * 40)       # the worker has stopped spinning and sleeps
+    assert threads.parallel(lambda i: i * 3, 2) == [0, 3]
+    time.sleep(threads.SPIN_SECONDS * 40)
+    assert threads.parallel(lambda i: i * 5, 2) == [0, 5]
+
+
+def test_concurrent_callers_each_get_their_own_results():
+    spin_pool()
+    errors, results = [], {}
+
+    def caller(k):
+        try:
+            values = [threads.parallel(lambda i, k=k: (k, i, float(np.sqrt(k + i))), 2) for _ in range(200)]
+            results[k] = values[-1]
+            assert all(v == values[0] for v in values)
+        except Exception as exc:   # pragma: no cover (reported below)
+            errors.append(exc)
+    callers = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert not errors
+    assert results == {k: [(k, 0, float(np.sqrt(k))), (k, 1, float(np.sqrt(k + 1)))] for k in range(4)}
+
+
+def test_gradreg_spin_0_keeps_the_sleeping_executor(monkeypatch):
+    monkeypatch.setattr(threads, "_spin_pool", None)
+    monkeypatch.setenv("GRADREG_SPIN", "0")
+    assert threads._spinning() is None
+    assert threads.parallel(lambda i: i - 1, 2) == [-1, 0]
+    assert threads._pool is not None
+
+
+def test_a_compiled_loop_without_the_gil_runs_on_both_threads():
+    # what the pool is for: numba nogil loops in the caller and a worker at once
+    spin_pool()
+
+    @numba.njit(nogil=True)
+    def fill(out, lo, hi):
+        for i in range(lo, hi):
+            out[i] = np.sqrt(i)
+    out = np.zeros(200_000)
+    pieces = threads.split(len(out), 2)
+    threads.parallel(lambda i: fill(out, *pieces[i]), 2)
+    np.testing.assert_array_equal(out, np.sqrt(np.arange(len(out))))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork here")
+def test_a_forked_child_starts_its_own_workers():
+    import os
+    spin_pool()
+    assert threads.parallel(lambda i: i, 2) == [0, 1]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:     # the child: the parent's workers are not here
+        try:
+            ok = threads.parallel(lambda i: i + 7, 2) == [7, 8]
+            os.write(write, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.waitpid(pid, 0)
+    assert answer == b"1"
