@@ -225,6 +225,7 @@ def _op_type(registry: Registry, op_type: str, backends: Sequence[str]) -> str:
 
 def cmd_plugins(args: argparse.Namespace) -> int:
     registry = get_registry()
+    registry.complete_all()     # deferred families (onnx) list what they provide
     backends = _usable_backends(registry)
     if args.op:
         rows = op_provenance(registry, _op_type(registry, args.op, backends), backends)
@@ -260,6 +261,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 def cmd_ops(args: argparse.Namespace) -> int:
     """One row per op type: kernels per backend, shape function, gradient rule, family."""
     registry = get_registry()
+    registry.complete_all()
     backends = _usable_backends(registry)
     if args.missing:
         return _print_missing(registry, args.json)

@@ -33,11 +33,22 @@ from gradreg.registry.kernels import constant_factory
 class OpFamily:
     """A plugin's op definitions, kernels, shape functions, gradient rules and builders."""
 
-    def __init__(self, name: str, overrides: Iterable[str] = (), lazy_kernels: dict[str, str] | None = None):
+    def __init__(self, name: str, overrides: Iterable[str] = (), lazy_kernels: dict[str, str] | None = None,
+                 deferred: Iterable[str] = (), complete: str | None = None):
         """``lazy_kernels`` maps a backend to a module imported only when that backend's kernels
-        are first asked for (so ``import numba`` happens only when the numba backend is used)."""
+        are first asked for (so ``import numba`` happens only when the numba backend is used).
+
+        A family whose op types all start with one of the ``deferred`` prefixes (the onnx
+        family's ``onnx::``) may leave its tables empty until first needed: the registry then
+        imports the ``complete`` module (which fills them) when a lookup names such an op
+        type, or when something lists every op type. Builders, backends and formats of such a
+        family appear only once it is complete: a deferred family should not provide them."""
         self.name = name
         self.lazy_kernels = dict(lazy_kernels or {})
+        self.deferred_prefixes = tuple(deferred)
+        self._complete_module = complete
+        if self.deferred_prefixes and complete is None:
+            raise PluginError(f"op family '{name}': deferred prefixes need the module that completes the family")
         self.definitions: list[OpDefinition] = []
         self.kernels: dict[str, dict[str, Callable[..., Any]]] = {}     # backend -> op type -> kernel factory
         self.gradients: dict[str, Callable[..., Any] | None] = {}
@@ -152,6 +163,13 @@ class OpFamily:
                                   f"neither a builder nor an op type of this family")
             resolved[name] = found
         return resolved
+
+    def complete(self) -> None:
+        """Import the module filling the tables of a deferred family (once; the registry calls
+        this before it reads them)."""
+        module, self._complete_module = self._complete_module, None
+        if module is not None:
+            importlib.import_module(module)
 
     # -- pluggy hooks ----------------------------------------------------------------
     @hookimpl

@@ -92,11 +92,21 @@ def entry_point_sources() -> list[PluginSource]:
 class Table:
     """op type (or builder name) -> Provided, with conflict tracking and user registrations."""
 
-    def __init__(self, kind: str, overriders: dict[str, set[str]]):
+    def __init__(self, kind: str, overriders: dict[str, set[str]],
+                 complete: Callable[[str | None], None] | None = None):
         self.kind = kind
         self._entries: dict[str, Provided] = {}
         self._conflicts: dict[str, list[str]] = {}
         self._overriders = overriders   # op type -> plugins declaring they override it (shared)
+        # Called before a key is looked up that is not here (with the key) or before every key
+        # is listed (with None): the registry completes the deferred families concerned. Only
+        # the tables keyed by op type have it: a deferred family provides nothing else
+        # (builders, backends, formats) until it is completed.
+        self._complete = complete
+
+    def _missing(self, key: str) -> None:
+        if self._complete is not None and key not in self._entries:
+            self._complete(key)
 
     def add(self, key: str, value: Any, plugin: str, overrides: set[str]) -> None:
         existing = self._entries.get(key)
@@ -113,6 +123,7 @@ class Table:
 
     def lookup(self, key: str) -> Provided | None:
         """The entry for ``key``, or None; PluginError if plugins conflict over it."""
+        self._missing(key)
         conflict = self._conflicts.get(key)
         if conflict:
             names = " and ".join(f"'{p}'" for p in conflict)
@@ -138,19 +149,28 @@ class Table:
 
     def provider(self, key: str) -> str | None:
         """The plugin (or source) of the entry for ``key``, without raising on conflicts."""
+        self._missing(key)
         entry = self._entries.get(key)
         return None if entry is None else entry.plugin
 
+    def _all(self) -> None:
+        if self._complete is not None:
+            self._complete(None)
+
     def keys(self) -> list[str]:
+        self._all()
         return list(self._entries)
 
     def __iter__(self) -> Iterator[str]:
+        self._all()
         return iter(list(self._entries))
 
     def conflicts(self) -> dict[str, list[str]]:
+        self._all()
         return {k: list(v) for k, v in self._conflicts.items()}
 
     def __contains__(self, key: str) -> bool:
+        self._missing(key)
         return key in self._entries or key in self._conflicts
 
 
@@ -162,18 +182,20 @@ class Registry:
         self._sources = list(entry_point_sources() if sources is None else sources)
         self.plugins: dict[str, PluginRecord] = {}
         self._overrides: dict[str, set[str]] = {}
-        self.ops = Table("op definition", self._overrides)
-        self.shapes = Table("shape function", self._overrides)
-        self.gradients = Table("gradient", self._overrides)   # a value of None: NotDifferentiable
+        self.ops = Table("op definition", self._overrides, self._complete_deferred)
+        self.shapes = Table("shape function", self._overrides, self._complete_deferred)
+        # A gradient of None: NotDifferentiable.
+        self.gradients = Table("gradient", self._overrides, self._complete_deferred)
         self.api = Table("Python builder", self._overrides)
-        self.iteration_sums = Table("iteration-sum rule", self._overrides)
-        self.iteration_stacks = Table("iteration-stack rule", self._overrides)
-        self.loop_hoists = Table("loop-hoist rule", self._overrides)
+        self.iteration_sums = Table("iteration-sum rule", self._overrides, self._complete_deferred)
+        self.iteration_stacks = Table("iteration-stack rule", self._overrides, self._complete_deferred)
+        self.loop_hoists = Table("loop-hoist rule", self._overrides, self._complete_deferred)
         self.backends = Table("execution backend", self._overrides)
         self.formats = Table("graph format", self._overrides)
         self.function_calls = Table("handling", self._overrides)
         self._kernels: dict[str, Table] = {}
         self._lock = threading.RLock()
+        self._deferred: dict[str, tuple[tuple[str, ...], Any]] = {}   # plugin -> (op type prefixes, family)
         self._manager = pluggy.PluginManager(hookspecs.PROJECT)
         self._manager.add_hookspecs(hookspecs)
         self._load()
@@ -184,7 +206,37 @@ class Registry:
         for record in records:
             self._read_overrides(record)
         for record in self._loaded():
-            self._load_tables(record)
+            plugin = self._manager.get_plugin(record.name)
+            prefixes = tuple(getattr(plugin, "deferred_prefixes", ()) or ())
+            if prefixes and callable(getattr(plugin, "complete", None)):
+                self._deferred[record.name] = (prefixes, plugin)
+            else:
+                self._load_tables(record)
+
+    def _complete_deferred(self, key: str | None) -> None:
+        """Complete the deferred families whose op types ``key`` may be (all of them for None):
+        import what fills their tables, then add their entries to every table."""
+        if not self._deferred:
+            return
+        with self._lock:
+            for name, (prefixes, plugin) in list(self._deferred.items()):
+                if key is not None and not key.startswith(prefixes):
+                    continue
+                del self._deferred[name]
+                record = self.plugins[name]
+                try:
+                    plugin.complete()
+                except Exception as exc:   # a broken plugin must not take the others down
+                    self._fail(record, "load", exc)
+                    continue
+                self._load_tables(record)
+                for backend, table in self._kernels.items():
+                    for k, factory in (self._call(record, "gradreg_kernels", backend=backend) or {}).items():
+                        self._add(table, f"kernel:{backend}", k, factory, record)
+
+    def complete_all(self) -> None:
+        """Complete every deferred family (for listings: what each plugin provides)."""
+        self._complete_deferred(None)
 
     def _register(self, source: PluginSource) -> PluginRecord:
         record = PluginRecord(source.name, source.version, source.distribution, source.target)
@@ -212,6 +264,12 @@ class Registry:
             self._sources.append(source)
             record = self._register(source)
             self._read_overrides(record)
+            complete = getattr(self._manager.get_plugin(source.name), "complete", None)
+            if record.loaded and callable(complete):
+                try:
+                    complete()    # a deferred family added at run time is read whole now
+                except Exception as exc:
+                    self._fail(record, "load", exc)
             if record.loaded:
                 self._load_tables(record)
                 for backend, table in self._kernels.items():
@@ -247,6 +305,10 @@ class Registry:
     def _loaded(self) -> list[PluginRecord]:
         return [r for r in self.plugins.values() if r.loaded]
 
+    def _active(self) -> list[PluginRecord]:
+        """Loaded plugins whose tables are read (deferred families join when completed)."""
+        return [r for r in self._loaded() if r.name not in self._deferred]
+
     def _fail(self, record: PluginRecord, stage: str, exc: BaseException) -> None:
         message = f"{type(exc).__name__}: {exc}"
         record.errors.append(f"{stage}: {message}")
@@ -276,6 +338,7 @@ class Registry:
             self._sources = [s for s in self._sources if s.name != name]
             if self._manager.has_plugin(name):
                 self._manager.unregister(name=name)
+            self._deferred.pop(name, None)
             for table in self._tables():
                 table.drop_plugin(name)
 
@@ -304,8 +367,8 @@ class Registry:
             with self._lock:
                 table = self._kernels.get(backend)
                 if table is None:
-                    table = Table(f"{backend} kernel", self._overrides)
-                    for record in self._loaded():
+                    table = Table(f"{backend} kernel", self._overrides, self._complete_deferred)
+                    for record in self._active():
                         for key, factory in (self._call(record, "gradreg_kernels", backend=backend) or {}).items():
                             self._add(table, f"kernel:{backend}", key, factory, record)
                     self._kernels[backend] = table
