@@ -9,7 +9,8 @@ time) and with the cache a previous command left (warm). Commands: ``gradreg run
 and ``gradreg grad --feed`` (the gradients of the output w.r.t. the input, evaluated) on
 bench/graphs/mobilenet_v2_64/forward.pb, and ``gradreg inspect`` of a small graph
 (examples/mlp/model.pbtxt). Targets (issue 14): <= 3 s with an empty cache, <= 1.5 s warm,
-inspect <= 0.5 s. Also printed: whether the command imported numba.
+inspect <= 0.5 s. Also printed: whether the command imported numba, and how long a Python that
+only imports NumPy takes on this machine now (inspect's floor: the host's speed varies).
 
 Python's bytecode cache is on (as after ``pip install``, which compiles it; an untimed command
 writes it first): with PYTHONDONTWRITEBYTECODE=1 every command compiles gradreg's sources
@@ -54,6 +55,15 @@ def timed(args: list[str], cache: str) -> tuple[float, bool]:
     return seconds, "numba imported" in done.stderr
 
 
+def _python(args: list[str]) -> float:
+    env = dict(os.environ)
+    if BYTECODE:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, *args], env=env, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -88,8 +98,12 @@ def main() -> None:
             said = "numba imported" if True in imported else "numba not imported"
             print(f"  gradreg {label:<12} empty cache {statistics.median(cold):5.2f} s   "
                   f"warm {statistics.median(warm):5.2f} s   ({said})")
-        inspect = [timed(["inspect", small], os.path.join(work, "cache-inspect"))[0] for _ in range(args.repeats)]
-        print(f"  gradreg inspect (examples/mlp/model.pbtxt) {statistics.median(inspect):5.2f} s")
+        inspect, numpy_only = [], []
+        for _ in range(args.repeats):      # alternated with Python importing NumPy alone: the floor here
+            inspect.append(timed(["inspect", small], os.path.join(work, "cache-inspect"))[0])
+            numpy_only.append(_python(["-c", "import numpy"]))
+        print(f"  gradreg inspect (examples/mlp/model.pbtxt) {statistics.median(inspect):5.2f} s   "
+              f"(python -c 'import numpy' alone: {statistics.median(numpy_only):5.2f} s)")
         print(f"  targets: empty cache <= 3 s, warm <= 1.5 s, inspect <= 0.5 s; {report_load('after')}")
 
 
