@@ -361,7 +361,9 @@ class _SpinPool:
                 self.results[w] = (True, fn(i))
             except BaseException as exc:   # re-raised in the calling thread
                 self.results[w] = (False, exc)
-            self.tasks[w] = None
+            # Hold nothing of the task while waiting for the next: its closure's arrays (a
+            # kernel's inputs and outputs) would outlive the plan's release of them.
+            self.tasks[w] = fn = None
             self.publish(state, base + 1, seen)
 
     def run(self, fn: Callable[[int], Any], parts: int) -> list[Any] | None:
