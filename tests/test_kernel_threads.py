@@ -153,3 +153,30 @@ def test_a_worker_keeps_nothing_of_a_finished_task():
     del values, part
     gc.collect()
     assert gone() is None
+
+
+class _FakeBlas:
+    """threads._Blas's interface, recording the counts set."""
+
+    def __init__(self, current):
+        self.current, self.setters, self.lock, self.calls = current, [print], threading.Lock(), []
+
+    def set(self, n):
+        self.calls.append(n)
+        self.current = n
+
+
+@pytest.mark.parametrize("free,limit,restored", [(2.0, 2, True), (1.0, 2, False), (0.0, 2, False), (2.0, 1, False)])
+def test_blas_goes_back_up_only_to_what_may_run_now(monkeypatch, free, limit, restored):
+    # Raising OpenBLAS's count wakes its idle threads, which spin: under load (or with
+    # GRADREG_THREADS=1) the lower count stays until a call may use more threads.
+    fake = _FakeBlas(2)
+    monkeypatch.setattr(threads, "_blas", fake)
+    monkeypatch.setattr(threads, "free_cores", lambda: free)
+    monkeypatch.setattr(threads, "max_threads", lambda: limit)
+    with threads.blas_threads(1):
+        assert fake.current == 1
+    assert fake.current == (2 if restored else 1)
+    assert fake.calls == ([1, 2] if restored else [1])
+    with threads.blas_threads(2):     # a call asking for two threads gets them
+        assert fake.current == 2

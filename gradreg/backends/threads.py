@@ -240,7 +240,8 @@ _blas: _Blas | None = None
 @contextlib.contextmanager
 def blas_threads(n: int) -> Iterator[None]:
     """BLAS runs with ``n`` threads inside (set only when it differs; the previous count is
-    restored after). Products below OpenBLAS's own threshold (m*n*k < 262144) are single-
+    restored after when this process may use that many threads now, else left lower until a
+    call asks for more). Products below OpenBLAS's own threshold (m*n*k < 262144) are single-
     threaded anyway and need not ask."""
     global _blas
     if _blas is None:
@@ -255,7 +256,14 @@ def blas_threads(n: int) -> Iterator[None]:
         try:
             yield
         finally:
-            blas.set(previous)
+            # Back to the count before, unless that is more threads than this process may use
+            # now (GRADREG_THREADS, the free cores): raising OpenBLAS's count wakes its idle
+            # threads, which then spin for a while on a core that another process needs (a
+            # TF-written RNN step under load: 12 ms with the count raised after each of its
+            # three large products, 4 ms without). The count is raised again by the first
+            # product that may use more threads.
+            if previous <= n or previous <= min(max_threads(), int(free_cores() + 0.2)):
+                blas.set(previous)
 
 
 _pool: ThreadPoolExecutor | None = None
