@@ -18,7 +18,7 @@ from gradreg.model.graph import Tensor
 from gradreg.model.indexed_slices import IndexedSlices
 from gradreg.model.shape_inference import constant_value
 from gradreg.model.shapes import TensorShape
-from gradreg_plugins.array import family
+from gradreg_plugins.array import family, slicing
 
 gradient = family.gradient
 
@@ -291,11 +291,9 @@ def _strided_slice_grad_iteration_sum(op):
     after the loop (UnsortedSegmentSum of the stacked rows), instead of a zero tensor of the
     invariant's full size built and added in every iteration, which is quadratic in the trip
     count. Same sums (each index's rows in iteration order)."""
-    shape, begin, _end, strides, dy = op.inputs
-    if op.get_attr("shrink_axis_mask") != 1 or any(op.get_attr(m) for m in _MASKS if m != "shrink_axis_mask"):
-        return None
-    dims, step = constant_value(shape), constant_value(strides)
-    if dims is None or step is None or np.ravel(step).tolist() != [1] or begin.shape.dims != (1,):
+    shape, begin, _end, _strides, dy = op.inputs
+    dims = constant_value(shape)
+    if not slicing.reads_one_row(op) or dims is None:
         return None
     if not (rules.collectable(dy) and begin.dtype.base_dtype in (dtypes.int32, dtypes.int64)):
         return None

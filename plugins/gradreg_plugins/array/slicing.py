@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from gradreg.model.shape_inference import constant_value
+
 _NEW_AXIS = -1
 _SHRINK_AXIS = -2
 
@@ -46,6 +50,17 @@ class SliceSpec:
             # An empty range must not be written as slice(-1, ...): NumPy reads -1 as the last element.
             index.append(slice(0, 0) if n == 0 else slice(b, e if e >= 0 else None, s))
         return tuple(index)
+
+
+def reads_one_row(op) -> bool:
+    """Whether a StridedSlice node, or a StridedSliceGrad (the same attrs, begin at input 1 and
+    strides at input 3), reads one index of the first axis, ``x[t]``: shrink_axis_mask 1 and no
+    other mask, constant strides [1], a begin of one element (TensorFlow ignores end for a
+    shrunk axis). The kernel indexes such a slice directly; loop gradients and loop hoists
+    treat it as row t."""
+    strides = constant_value(op.inputs[3])
+    return (Masks.of(op) == Masks(shrink_axis=1) and strides is not None and np.ravel(strides).tolist() == [1]
+            and op.inputs[1].shape.as_list() == [1])
 
 
 def _bit(mask: int, i: int) -> bool:

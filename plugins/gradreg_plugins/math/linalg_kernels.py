@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from gradreg.backends import threads
-from gradreg.model.shape_inference import constant_value
 from gradreg.registry.kernels import LoopHoist
 from gradreg_plugins._lazy import LazyModule
+from gradreg_plugins.array import slicing
 from gradreg_plugins.math import family
 from gradreg_plugins.math import numerics as nm
 from gradreg_plugins.math.kernels import cast_array, kernel
@@ -120,23 +120,15 @@ def _matmul(op, ctx):
     return compute
 
 
-_ROW_SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")
-
-
 def _row_of(t, outside):
     """(the invariant X outside the loop, the slice's begin) when ``t`` is ``X[i]`` sliced in a
-    loop (StridedSlice of an invariant, shrink_axis_mask 1, stride 1, begin of one index: row
-    i of X, negative i counting from the end; TensorFlow ignores end for a shrunk axis)."""
+    loop (gradreg_plugins.array.slicing.reads_one_row: row i of X, negative i counting from
+    the end)."""
     op = t.op
-    if op.type != "StridedSlice" or op.get_attr("shrink_axis_mask") != 1 \
-            or any(op.get_attr(m) for m in _ROW_SLICE_MASKS):
+    if op.type != "StridedSlice" or not slicing.reads_one_row(op):
         return None
-    x, begin, _end, strides = op.inputs
-    source = outside(x)
-    step = constant_value(strides)
-    if source is None or step is None or np.ravel(step).tolist() != [1] or begin.shape.as_list() != [1]:
-        return None
-    return source, begin
+    source = outside(op.inputs[0])
+    return None if source is None else (source, op.inputs[1])
 
 
 @family.loop_hoist("MatMul")
