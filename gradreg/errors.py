@@ -126,6 +126,13 @@ class UnsupportedModelFormatError(GraphFileError):
         self.format = format
 
 
+def shown(name: str) -> str:
+    """A name as messages show it: as it is, unless it holds a newline or another character
+    that does not print (a mangled file's node name), which are escaped (``\\n``): an error
+    stays one line."""
+    return name if name.isprintable() else name.encode("unicode_escape").decode("ascii")
+
+
 def describe_node(name: str, op_type: str | None = None) -> str:
     """The standard way messages name a node: ``node 'a/b' (op MatMul)``."""
-    return f"node '{name}' (op {op_type})" if op_type else f"node '{name}'"
+    return f"node '{shown(name)}' (op {shown(op_type)})" if op_type else f"node '{shown(name)}'"

@@ -115,6 +115,22 @@ def test_input_naming_a_missing_node(tmp_path, capsys):
     _one_line_error(err, "'y'", "ghost")
 
 
+def test_names_that_do_not_print_are_escaped_in_one_line(tmp_path, capsys):
+    # a mangled text file's name holding a newline (found by the fuzz campaign, seed 20261131)
+    gd = graph_pb2.GraphDef()
+    _placeholder(gd, "x")
+    _binary(gd, "y", "Mul", "x", "gh\nost:0")
+    with pytest.raises(errors.GraphError) as caught:
+        gr.import_graph_def(gd)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "node 'y' (op Mul) has input 'gh\\nost:0' naming missing node 'gh\\nost'" in message
+    code, _, err = _run_cli(["inspect", _write(tmp_path, gd)], capsys)
+    assert code == 1
+    _one_line_error(err, "'y'", "gh\\nost")
+    assert errors.shown("a/b_1") == "a/b_1" and errors.shown("a\tb") == "a\\tb"
+
+
 def test_duplicate_node_names(tmp_path, capsys):
     gd = graph_pb2.GraphDef()
     _placeholder(gd, "x")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradreg import config
-from gradreg.errors import GraphError, ShapeError, TypeMismatchError, UnknownOpError, describe_node
+from gradreg.errors import GraphError, ShapeError, TypeMismatchError, UnknownOpError, describe_node, shown
 from gradreg.model import attrs as attr_util
 from gradreg.model import catalog
 from gradreg.model.dtypes import DType
@@ -1035,8 +1035,8 @@ def _link_imported_inputs(op: Operation, by_name: dict[str, Operation], source: 
         name, port, is_control = parse_input_name(text)
         producer = by_name.get(name)
         if producer is None:
-            raise GraphError(f"{source}: {describe_node(op.name, op.type)} has input '{text}' "
-                             f"naming missing node '{name}'")
+            raise GraphError(f"{source}: {describe_node(op.name, op.type)} has input '{shown(text)}' "
+                             f"naming missing node '{shown(name)}'")
         if is_control:
             controls.append(producer)
             producer._control_outputs.append(op)
