@@ -173,7 +173,18 @@ def example_seeds() -> list[Seed]:
                  text=text, weight=3.0, tags={"corpus"})]
 
 
+def rnn_seeds() -> list[Seed]:
+    """bench/graphs/rnn_tf1: issue 14's RNN as TensorFlow wrote it (a v1 while_loop reading xs[t]
+    through W: the loop hoist, the loop gradient's iteration sums and stacks), with its feeds."""
+    directory = REPO / "bench" / "graphs" / "rnn_tf1"
+    with np.load(directory / "feeds.npz") as npz:
+        feeds = {k: npz[k] for k in npz.files}
+    return [Seed("bench/rnn_tf1", _parse(directory / "forward.pb"), feeds, ["loss:0"],
+                 (["loss:0"], ["xs:0", "W:0", "U:0"], None), weight=3.0, tags={"corpus"})]
+
+
 @functools.cache
 def all_seeds() -> tuple[Seed, ...]:
     """Every seed, corpus cases first."""
-    return tuple(corpus_seeds() + example_seeds() + ops_array_seeds() + ops_nn_seeds() + ops_math_seeds())
+    return tuple(corpus_seeds() + example_seeds() + rnn_seeds() + ops_array_seeds() + ops_nn_seeds()
+                 + ops_math_seeds())
