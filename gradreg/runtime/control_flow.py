@@ -94,7 +94,8 @@ class _FrameCompiler:
         self.dead_ops: dict[Operation, tuple[str, tuple[str, ...]]] = {}   # op -> (dead expr, vars)
         self.limit = getattr(emitter.ctx, "loop_iteration_limit", None)
         self.fetched: set[Tensor] = set()
-        self.hoisted: dict[Operation, tuple[str, LoopHoist]] = {}   # node -> (its table's variable, rule's answer)
+        # node -> (its table's variable, the rule's answer, the node's kernel)
+        self.hoisted: dict[Operation, tuple[str, LoopHoist, Any]] = {}
 
     # -- ordering within a frame ----------------------------------------------------------
     def _items(self, frame: Frame) -> list[Any]:
@@ -226,32 +227,32 @@ class _FrameCompiler:
     def _hoist(self, frame: Frame, target: Block) -> None:
         """Emit before the loop the table of each node of the frame that its family's loop-hoist
         rule computes for all iterations at once (gradreg.registry.hookspecs.gradreg_loop_hoists);
-        the node then picks its value from the table (emit_op)."""
+        the node then picks its value from the table (emit_op). Only nodes the plan runs with a
+        kernel function get one (a table nothing would read is not computed)."""
         emitter = self.emitter
         registry = get_registry()
         invariants = {op.outputs[0]: op.inputs[0] for op in frame.ops
                       if op.type in ENTER and op.get_attr("is_constant") and op.inputs[0] not in self.maybe_dead}
         for op in frame.ops:
             rule = registry.loop_hoist(op.type)
-            hoist = rule(op, emitter.ctx, invariants.get) if rule is not None else None
+            if rule is None or len(op.outputs) != 1 or op.outputs[0] in emitter.fed \
+                    or any(t.dtype is not None and t.dtype.is_ref for t in op.inputs):
+                continue
+            hoist = rule(op, emitter.ctx, invariants.get)
             if hoist is None:
+                continue
+            kernel = emitter.call_kernel(op)
+            if kernel is None:
                 continue
             table = emitter.fresh("tab")
             args = [emitter.names[t] for t in hoist.inputs]
             target.add(f"{table} = {emitter.bind('k', _quiet(hoist.precompute))}({', '.join(args)})",
                        defs=[table], uses=emitter.local_uses(args), op=op)
-            self.hoisted[op] = (table, hoist)
+            self.hoisted[op] = (table, hoist, kernel)
 
-    def _emit_hoisted(self, op: Operation, block: Block, table: str, hoist: LoopHoist) -> bool:
-        """``op``'s output picked from its table, or computed by its kernel when the table has
-        none (False, emitting nothing, when its kernel is not a plain function)."""
+    def _emit_hoisted(self, op: Operation, block: Block, table: str, hoist: LoopHoist, kernel: Any) -> None:
+        """``op``'s output picked from its table, or computed by its kernel when the table has none."""
         emitter = self.emitter
-        if len(op.outputs) != 1 or op.outputs[0] in emitter.fed \
-                or any(t.dtype is not None and t.dtype.is_ref for t in op.inputs):
-            return False
-        kernel = emitter.call_kernel(op)
-        if kernel is None:
-            return False
         names = emitter.names
         picks = [names[t] for t in hoist.pick_inputs]
         inputs = [names[t] for t in op.inputs]
@@ -263,7 +264,6 @@ class _FrameCompiler:
                   uses=emitter.local_uses([var, *inputs]), op=op)
         names[op.outputs[0]] = var
         emitter.emit_check(block, op, [var])
-        return True
 
     def _enter_values(self, frame: Frame, block: Block) -> tuple[Block, Block | None]:
         """Name the Enters' values; the block the loop goes in, and the block run instead when
@@ -383,9 +383,11 @@ class _FrameCompiler:
 
     def _emit_live(self, op: Operation, block: Block) -> None:
         """An op that is never dead: from its loop-hoist table if it has one, else its kernel."""
-        hoisted = self.hoisted.get(op)
-        if hoisted is None or not self._emit_hoisted(op, block, *hoisted):
+        hoisted = self.hoisted.pop(op, None)
+        if hoisted is None:
             self.emitter.emit_op(block, op)
+        else:
+            self._emit_hoisted(op, block, *hoisted)
 
     def _dead_guard(self, op: Operation) -> tuple[str, tuple[str, ...]] | None:
         """(condition, variables) under which ``op`` is dead, or None if it never is."""
