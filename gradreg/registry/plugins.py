@@ -223,16 +223,7 @@ class Registry:
                 if key is not None and not key.startswith(prefixes):
                     continue
                 del self._deferred[name]
-                record = self.plugins[name]
-                try:
-                    plugin.complete()
-                except Exception as exc:   # a broken plugin must not take the others down
-                    self._fail(record, "load", exc)
-                    continue
-                self._load_tables(record)
-                for backend, table in self._kernels.items():
-                    for k, factory in (self._call(record, "gradreg_kernels", backend=backend) or {}).items():
-                        self._add(table, f"kernel:{backend}", k, factory, record)
+                self._read_whole(self.plugins[name], plugin.complete)
 
     def complete_all(self) -> None:
         """Complete every deferred family (for listings: what each plugin provides)."""
@@ -264,18 +255,24 @@ class Registry:
             self._sources.append(source)
             record = self._register(source)
             self._read_overrides(record)
-            complete = getattr(self._manager.get_plugin(source.name), "complete", None)
-            if record.loaded and callable(complete):
-                try:
-                    complete()    # a deferred family added at run time is read whole now
-                except Exception as exc:
-                    self._fail(record, "load", exc)
-            if record.loaded:
-                self._load_tables(record)
-                for backend, table in self._kernels.items():
-                    for key, factory in (self._call(record, "gradreg_kernels", backend=backend) or {}).items():
-                        self._add(table, f"kernel:{backend}", key, factory, record)
+            if record.loaded:   # a deferred family added at run time is read whole now
+                self._read_whole(record, getattr(self._manager.get_plugin(source.name), "complete", None))
         return record
+
+    def _read_whole(self, record: PluginRecord, complete: Callable[[], Any] | None) -> None:
+        """Add a plugin's entries to every table, the kernel tables already built included,
+        after ``complete()`` has filled a deferred family's (a failure there is the plugin's
+        load failure: it provides nothing)."""
+        if callable(complete):
+            try:
+                complete()
+            except Exception as exc:   # a broken plugin must not take the others down
+                self._fail(record, "load", exc)
+                return
+        self._load_tables(record)
+        for backend, table in self._kernels.items():
+            for key, factory in (self._call(record, "gradreg_kernels", backend=backend) or {}).items():
+                self._add(table, f"kernel:{backend}", key, factory, record)
 
     def _load_tables(self, record: PluginRecord) -> None:
         for definition in self._call(record, "gradreg_op_definitions") or ():
