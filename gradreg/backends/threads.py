@@ -411,20 +411,23 @@ class _SpinPool:
 _spin_pool: _SpinPool | None = None
 
 
+_spin_failed = False    # numba could not compile the spin here: the executor pool serves
+
+
 def _spinning() -> _SpinPool | None:
     """The spinning pool, made on first use when numba is already imported (the kernels that
     split work are numba's); None without numba, or with GRADREG_SPIN=0."""
-    global _spin_pool, _placement
-    if _spin_pool is None and "numba" in sys.modules and os.environ.get("GRADREG_SPIN", "1").strip() != "0":
+    global _spin_pool, _placement, _spin_failed
+    if _spin_pool is None and not _spin_failed and "numba" in sys.modules \
+            and os.environ.get("GRADREG_SPIN", "1").strip() != "0":
         with _pool_lock:
-            if _spin_pool is None:
+            if _spin_pool is None and not _spin_failed:
                 if _placement is None:
                     _placement = _Placement()
                 try:
                     _spin_pool = _SpinPool(max(1, CORES - 1), _placement)
-                except Exception:     # numba cannot compile the spin here: the executor pool serves
-                    os.environ["GRADREG_SPIN"] = "0"
-                    return None
+                except Exception:
+                    _spin_failed = True
     return _spin_pool
 
 
