@@ -18,38 +18,19 @@ from __future__ import annotations
 
 import builtins as _builtins
 import importlib as _importlib
-import importlib.metadata as _metadata
 import importlib.util as _importlib_util
+from typing import TYPE_CHECKING
 from typing import Any as _Any
 
 from gradreg import compat, config, errors
-from gradreg import training as train  # TensorFlow's tf.train
-from gradreg.autodiff.custom_gradient import (
-    custom_gradient,
-    grad_pass_through,
-    hessian_vector_product,
-    hessians,
-    recompute_grad,
-)
-from gradreg.autodiff.gradients import (
-    AggregationMethod,
-    NoGradient,
-    NotDifferentiable,
-    RegisterGradient,
-    UnconnectedGradients,
-    gradients,
-)
 from gradreg.build.builders import api_function as _api_function
 from gradreg.build.builders import apply_op, constant, convert_to_tensor
 from gradreg.build.builders import make_builder as _make_builder
-from gradreg.build.control_flow import cond, group, tuple_, while_loop
-from gradreg.build.functions import function
 from gradreg.compat import declared_namespace as _declared_namespace
 from gradreg.compat import namespace as _namespace
 from gradreg.errors import GradregError
 from gradreg.formats import load_graph, save_graph, write_graph
-from gradreg.formats.saved_model_loader import LoadedSavedModel, load_saved_model
-from gradreg.model import dtypes, nest
+from gradreg.model import dtypes
 from gradreg.model.dtypes import (
     DType,
     as_dtype,
@@ -83,28 +64,79 @@ from gradreg.model.indexed_slices import IndexedSlices, IndexedSlicesValue
 from gradreg.model.shapes import TensorShape
 from gradreg.registry import get_registry as _get_registry
 from gradreg.registry.hookspecs import hookimpl
-from gradreg.runtime.session import Session
-from gradreg.training import (
-    AUTO_REUSE,
-    GraphKeys,
-    Variable,
-    constant_initializer,
-    get_variable,
-    get_variable_scope,
-    global_variables,
-    global_variables_initializer,
-    glorot_normal_initializer,
-    glorot_uniform_initializer,
-    ones_initializer,
-    random_normal_initializer,
-    random_uniform_initializer,
-    trainable_variables,
-    truncated_normal_initializer,
-    variable_scope,
-    variables_initializer,
-    variance_scaling_initializer,
-    zeros_initializer,
-)
+
+if TYPE_CHECKING:   # imported on first use (below, _LAZY): the command line does not pay for them
+    from gradreg import training as train
+    from gradreg.autodiff.custom_gradient import (
+        custom_gradient,
+        grad_pass_through,
+        hessian_vector_product,
+        hessians,
+        recompute_grad,
+    )
+    from gradreg.autodiff.gradients import (
+        AggregationMethod,
+        NoGradient,
+        NotDifferentiable,
+        RegisterGradient,
+        UnconnectedGradients,
+        gradients,
+    )
+    from gradreg.build.control_flow import cond, group, while_loop
+    from gradreg.build.functions import function
+    from gradreg.formats.saved_model_loader import LoadedSavedModel, load_saved_model
+    from gradreg.model import nest
+    from gradreg.runtime.session import Session
+    from gradreg.training import (
+        AUTO_REUSE,
+        GraphKeys,
+        Variable,
+        constant_initializer,
+        get_variable,
+        get_variable_scope,
+        global_variables,
+        global_variables_initializer,
+        glorot_normal_initializer,
+        glorot_uniform_initializer,
+        ones_initializer,
+        random_normal_initializer,
+        random_uniform_initializer,
+        trainable_variables,
+        truncated_normal_initializer,
+        variables_initializer,
+        variance_scaling_initializer,
+        zeros_initializer,
+    )
+    from gradreg.training.variable_scope import variable_scope  # the function, not its module
+
+    __version__: str   # read from the installed metadata on first use (__getattr__)
+
+# Names whose modules load on first use, as (module, attribute; None for the module itself).
+# Differentiation, sessions, control flow (optree), training and SavedModels stay out of a
+# process that only reads a graph (`gradreg inspect`); tests/test_api_surface.py checks this
+# table against the imports above.
+_LAZY: dict[str, tuple[str, str | None]] = {
+    **{name: ("gradreg.autodiff.custom_gradient", name) for name in (
+        "custom_gradient", "grad_pass_through", "hessian_vector_product", "hessians", "recompute_grad")},
+    **{name: ("gradreg.autodiff.gradients", name) for name in (
+        "AggregationMethod", "NoGradient", "NotDifferentiable", "RegisterGradient", "UnconnectedGradients",
+        "gradients")},
+    **{name: ("gradreg.build.control_flow", name) for name in ("cond", "group", "while_loop")},
+    "tuple": ("gradreg.build.control_flow", "tuple_"),   # TensorFlow's tf.tuple
+    "function": ("gradreg.build.functions", "function"),
+    "LoadedSavedModel": ("gradreg.formats.saved_model_loader", "LoadedSavedModel"),
+    "load_saved_model": ("gradreg.formats.saved_model_loader", "load_saved_model"),
+    "nest": ("gradreg.model.nest", None),
+    "Session": ("gradreg.runtime.session", "Session"),
+    "train": ("gradreg.training", None),   # TensorFlow's tf.train
+    "variable_scope": ("gradreg.training.variable_scope", "variable_scope"),
+    **{name: ("gradreg.training", name) for name in (
+        "AUTO_REUSE", "GraphKeys", "Variable", "constant_initializer", "get_variable", "get_variable_scope",
+        "global_variables", "global_variables_initializer", "glorot_normal_initializer",
+        "glorot_uniform_initializer", "ones_initializer", "random_normal_initializer",
+        "random_uniform_initializer", "trainable_variables", "truncated_normal_initializer",
+        "variables_initializer", "variance_scaling_initializer", "zeros_initializer")},
+}
 
 __all__ = ["add_to_collection", "AggregationMethod", "apply_op", "as_dtype", "AUTO_REUSE",
     "bfloat16", "bool", "bool_", "compat", "complex128", "complex64", "cond", "config", "constant",
@@ -125,7 +157,6 @@ __all__ = ["add_to_collection", "AggregationMethod", "apply_op", "as_dtype", "AU
     "__version__", "while_loop", "write_graph", "zeros_initializer"]
 
 bool = bool_  # noqa: A001  (TensorFlow spells it gradreg.bool)
-tuple = tuple_  # noqa: A001  (TensorFlow's tf.tuple; the builtin is not used below)
 newaxis = None   # x[:, gradreg.newaxis] adds an axis, as numpy.newaxis
 
 # TensorFlow's namespaces (gradreg.compat): modules of the builders the families declare there.
@@ -135,10 +166,17 @@ linalg = _namespace("linalg")
 image = _namespace("image")
 io = _namespace("io", {"write_graph": write_graph})
 
-try:   # one source of truth: the version in pyproject.toml, as installed
-    __version__: str = _metadata.version("gradreg")
-except _metadata.PackageNotFoundError:   # a source tree on sys.path that was never installed
-    __version__ = "0+unknown"
+
+
+def _version() -> str:
+    """One source of truth: the version in pyproject.toml, as installed (read when asked for:
+    importing importlib.metadata costs ~40 ms)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("gradreg")
+    except importlib.metadata.PackageNotFoundError:   # a source tree on sys.path that was never installed
+        return "0+unknown"
 
 
 def set_random_seed(seed: int | None) -> None:
@@ -224,9 +262,19 @@ raw_ops = _RawOps()
 
 
 def __getattr__(name: str) -> _Any:
-    """Builders named in the op table (``gradreg.matmul``) resolve through the registry."""
+    """The names of _LAZY, then submodules, then builders named in the op table
+    (``gradreg.matmul``, resolved through the registry)."""
+    if name == "__version__":
+        version = globals()[name] = _version()
+        return version
     if name.startswith("__"):
         raise AttributeError(name)
+    if name in _LAZY:
+        module_name, attribute = _LAZY[name]
+        module = _importlib.import_module(module_name)
+        value = module if attribute is None else getattr(module, attribute)
+        globals()[name] = value
+        return value
     if _importlib_util.find_spec(f"{__name__}.{name}") is not None:   # a submodule, not a builder
         return _importlib.import_module(f"{__name__}.{name}")
     try:
@@ -241,4 +289,4 @@ def __getattr__(name: str) -> _Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | {key.split(".", 1)[0] for key in _get_registry().api})
+    return sorted(set(globals()) | set(_LAZY) | {key.split(".", 1)[0] for key in _get_registry().api})

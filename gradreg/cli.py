@@ -32,48 +32,26 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.metadata
 import io
 import json
 import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from gradreg import config
-from gradreg.autodiff.coverage import gradient_overrides_in, library_function_types, op_types_in, op_types_on_path
-from gradreg.autodiff.gradients import as_dense_gradients, gradients
 from gradreg.cli_inspect import graph_summary, node_lines, summary_lines
-from gradreg.cli_ops import cmd_ops, cmd_plugins
-from gradreg.cli_saved_model import cmd_freeze, grad_saved_model, graph_only, inspect_saved_model, run_saved_model
-from gradreg.cli_values import (
-    PRINT_THRESHOLD,
-    UsageError,
-    as_json,
-    describe,
-    find_tensor,
-    find_tensors,
-    names,
-    print_values,
-    read_feeds,
-    save_npz,
-    suggestion,
-    tensor_name,
-)
-from gradreg.distributed import add_dask_arguments, run_distributed_grad
-from gradreg.errors import FeedError, GradregError
-from gradreg.formats import format_for_path, formats, load_graph, save_graph
+from gradreg.cli_values import PRINT_THRESHOLD, UsageError, describe, names, read_feeds, tensor_name
+from gradreg.cli_view import add_view_commands
+from gradreg.distributed import add_dask_arguments
+from gradreg.errors import GradregError
+from gradreg.formats import load_graph
 from gradreg.formats.model_files import is_saved_model_dir
 from gradreg.model.graph import Graph
-from gradreg.registry import Registry, get_registry
-from gradreg.registry.support import op_support
-from gradreg.runtime.session import Session
-from gradreg.training.checkpoint import Saver
-from gradreg.training.variables import find_variables
-from gradreg.viz import add_view_commands
 
 __all__ = ["UsageError", "build_parser", "main", "summarize"]
 
@@ -100,37 +78,47 @@ def summarize(name: str, value: Any, threshold: int = PRINT_THRESHOLD) -> str:
 
 def version() -> str:
     """gradreg's version, from the installed package's metadata."""
+    import importlib.metadata  # here, not at start-up: importing it costs every command ~40 ms
+
     try:
         return importlib.metadata.version("gradreg")
     except importlib.metadata.PackageNotFoundError:
         return "unknown (not installed)"
 
 
-def _backend(name: str | None) -> str | None:
-    """``--backend``: None (the default) or an installed backend's name."""
-    known = get_registry().backend_names()
-    if name is not None and name not in known:
-        raise UsageError(f"--backend {name!r}: the installed backends are {', '.join(known)}{suggestion(name, known)}")
-    return name
+class _VersionAction(argparse.Action):
+    """``--version``: the version is read from the metadata only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None):
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"gradreg {version()}")
+        parser.exit()
 
 
-def _session(graph: Graph, args: argparse.Namespace) -> Session:
-    """A Session on ``graph`` with the options' backend and element limit, variables restored
-    from ``--checkpoint`` when given."""
-    session = Session(graph, max_elements=args.max_elements, backend=_backend(args.backend))
-    if getattr(args, "checkpoint", None):
-        variables = find_variables(graph)
-        if not variables:
-            raise UsageError(f"--checkpoint: {args.graph} has no variables (VarHandleOp or VariableV2) to restore")
-        Saver(var_list=variables).restore(session, args.checkpoint)
-    return session
+def _commands() -> ModuleType:
+    """gradreg.cli_commands, imported when a command other than ``inspect`` of a graph file runs."""
+    # start-up cost: sessions, differentiation and SavedModels are not imported for inspect or --help
+    from gradreg import cli_commands
+    return cli_commands
+
+
+def _deferred(name: str) -> Any:
+    """The command ``name`` of gradreg.cli_commands, as a parser's ``func``."""
+    def run(args: argparse.Namespace) -> int:
+        code: int = getattr(_commands(), name)(args)
+        return code
+    run.__name__ = name
+    return run
 
 
 # -- commands --------------------------------------------------------------------------
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     if is_saved_model_dir(args.graph):
-        return inspect_saved_model(args)
+        return _commands().inspect_saved_model(args)
     graph = _load(args.graph)
     summary = graph_summary(graph, nodes=args.nodes)
     if args.json:
@@ -143,221 +131,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         for line in node_lines(summary):
             print("  " + line)
     return 0
-
-
-def _fetch_targets(graph: Graph, specs: Sequence[str] | None) -> list[str]:
-    """``--fetch`` names as the Session takes them: ``x`` is ``x:0``, or the op ``x`` when it
-    has no outputs; unknown names are errors with a suggestion."""
-    fetches = [n for spec in specs or [] for n in names(spec)]
-    if not fetches:
-        raise UsageError("--fetch needs at least one tensor name")
-    resolved = []
-    for name in fetches:
-        if ":" not in name and name in graph and not graph.get_operation(name).outputs:
-            resolved.append(name)                    # an op without outputs: run it
-        else:
-            resolved.append(find_tensor(graph, name, "--fetch").name)
-    return resolved
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    if is_saved_model_dir(args.graph):
-        return run_saved_model(args)
-    graph_only(args, "signature")
-    graph = _load(args.graph)
-    feeds = read_feeds(args.feed, graph)
-    resolved = _fetch_targets(graph, args.fetch)
-    values = _session(graph, args).run(resolved, feeds)
-    if args.json:
-        print(json.dumps({"outputs": [as_json(n, v) for n, v in zip(resolved, values)]}))
-    else:
-        print_values(list(zip(resolved, values)), args.threshold)
-    if args.output:
-        arrays = {name: _storable(v) for name, v in zip(resolved, values) if v is not None}
-        save_npz(args.output, arrays)
-        if not args.json:
-            print(f"wrote {len(arrays)} arrays to {args.output}")
-    return 0
-
-
-def _storable(value: Any) -> np.ndarray:
-    """A fetched value as an array .npz can hold without pickling: strings (object arrays of
-    bytes) become fixed-width byte strings."""
-    array = np.asarray(value)
-    if array.dtype == object:
-        return array.astype(np.bytes_) if array.size else np.zeros(array.shape, np.bytes_)
-    return array
-
-
-def cmd_convert(args: argparse.Namespace) -> int:
-    fmt = format_for_path(args.output)
-    if fmt is None or fmt.write is None:
-        writable = ", ".join(s for f in formats() if f.write is not None for s in f.suffixes)
-        what = "tell the format of" if fmt is None else f"write {fmt.name} files such as"
-        raise UsageError(f"cannot {what} {args.output!r}: use a suffix of a writable format ({writable})")
-    graph = _load(args.input)   # validates the graph before anything is written
-    save_graph(graph, args.output, fmt.name)
-    print(f"wrote {args.output} ({fmt.name}, {len(graph)} nodes)")
-    return 0
-
-
-def cmd_grad(args: argparse.Namespace) -> int:
-    if is_saved_model_dir(args.graph):
-        return grad_saved_model(args)
-    graph_only(args, "signature")
-    graph = _load(args.graph)
-    ys = find_tensors(graph, args.ys, "--ys")
-    xs = find_tensors(graph, args.xs, "--xs")
-    grad_ys = find_tensors(graph, args.grad_ys, "--grad-ys") if args.grad_ys else None
-    stop = find_tensors(graph, args.stop, "--stop") if args.stop else None
-    if not ys or not xs:
-        raise UsageError("--ys and --xs each need at least one tensor name")
-    if grad_ys is not None and len(grad_ys) != len(ys):
-        raise UsageError(f"--grad-ys names {len(grad_ys)} tensors for {len(ys)} ys")
-    feeds = read_feeds(args.feed, graph)
-    _backend(args.backend)
-    with graph.as_default():
-        grads = gradients(ys, xs, grad_ys=grad_ys, stop_gradients=stop, unconnected_gradients=args.unconnected,
-                          custom_gradient=args.custom_gradient)
-        grads = as_dense_gradients(grads)
-    values = _grad_values(args, graph, ys, xs, grads, feeds)
-    # (x as the user sees it, its gradient's name) per x, and the names values are shown under
-    rows = [(x.name, None if g is None else g.name) for x, g in zip(xs, grads)]
-    shown = {t.name: t.name for t in [*ys, *(g for g in grads if g is not None)]}
-    chosen = format_for_path(args.output) if args.output else None
-    if chosen is not None and chosen.write_outputs is not None:
-        rows, shown = _save_gradient_model(graph, args, ys, grads, chosen.name)
-    elif args.output:
-        save_graph(graph, args.output)
-    if args.json:
-        document: dict[str, Any] = {"gradients": dict(rows)}
-        if values:
-            document["values"] = [as_json(shown.get(name, name), value) for name, value in values.items()]
-        print(json.dumps(document))
-        return 0
-    _print_gradients(rows, grads, shown, values, args)
-    if args.output:
-        print(f"wrote {args.output} ({len(graph)} nodes)")
-    return 0
-
-
-def _print_gradients(rows: Sequence[tuple[str, str | None]], grads: Sequence[Any], shown: dict[str, str],
-                     values: dict[str, Any], args: argparse.Namespace) -> None:
-    """The ys' values, then ``d/dx: gradient`` per x (its value when evaluated)."""
-    threshold = getattr(args, "threshold", PRINT_THRESHOLD)
-    gradient_names = {g.name for g in grads if g is not None}
-    for name, value in values.items():
-        if name not in gradient_names:
-            print(summarize(shown.get(name, name), value, threshold))
-    for (x, gradient), g in zip(rows, grads):
-        if g is None:
-            print(f"d/d{x}: none (not connected)")
-        elif g.name in values:
-            print(f"d/d{x}: {summarize(gradient or g.name, values[g.name], threshold)}")
-        else:
-            print(f"d/d{x}: {gradient}")
-
-
-def _save_gradient_model(graph: Graph, args: argparse.Namespace, ys: Sequence[Any], grads: Sequence[Any],
-                         format_name: str) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
-    """Write a model format with named outputs (ONNX): the ys under their names on the command
-    line and one gradient per x, named ``<x>_grad``. Returns the rows (x as named on the command
-    line, its gradient's output name or None) and the output name of each y and gradient tensor."""
-    outputs: dict[str, Any] = {}
-    shown: dict[str, str] = {}
-    for name, y in zip(names(args.ys), ys):
-        outputs.setdefault(name, y)
-        shown.setdefault(y.name, name)
-    rows: list[tuple[str, str | None]] = []
-    for name, g in zip(names(args.xs), grads):
-        rows.append((name, None if g is None else f"{name}_grad"))
-        if g is not None:
-            outputs[f"{name}_grad"] = g
-            shown.setdefault(g.name, f"{name}_grad")
-    save_graph(graph, args.output, format_name, outputs=outputs)
-    return rows, shown
-
-
-def _grad_values(args: argparse.Namespace, graph: Graph, ys: list[Any], xs: list[Any], grads: list[Any],
-                 feeds: dict[str, np.ndarray]) -> dict[str, Any]:
-    """The values of the ys and the gradients with the --feed values, keyed by tensor name: on
-    the --dask cluster (data-parallel), else in this process; {} when only -o is wanted."""
-    if args.dask is not None:
-        y_values, x_grads = run_distributed_grad(args, graph, feeds)
-        return {**y_values, **{g.name: x_grads[x.name] for x, g in zip(xs, grads) if g is not None}}
-    if args.output and not args.feed:
-        return {}
-    fetches = ys + [g for g in grads if g is not None]
-    try:
-        return dict(zip([t.name for t in fetches], _session(graph, args).run(fetches, feeds)))
-    except FeedError as exc:
-        if args.feed:
-            raise
-        # without -o, the values are what the user wants: say how to give the inputs
-        raise FeedError(f"{exc} (give the inputs with --feed, or save the gradient graph with -o)") from None
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    """List the op types of a graph that lack an op definition, a kernel (per backend) or a
-    gradient rule; exit 1 if one of them lies on the path from --xs to --ys."""
-    graph = _load(args.graph)
-    registry = get_registry()
-    backends = _check_backends(args.backend, registry)
-    if bool(args.ys) != bool(args.xs):
-        raise UsageError("--ys and --xs go together")
-    functions = library_function_types(graph)
-    used = op_types_in(graph)
-    on_path: dict[str, list[str]] = {}
-    if args.ys:
-        on_path = op_types_on_path(find_tensors(graph, args.ys, "--ys"), find_tensors(graph, args.xs, "--xs"))
-    rows: list[dict[str, Any]] = []
-    for op_type in sorted(set(used) | set(on_path)):
-        support = op_support(op_type, backends, library_function=op_type in functions, registry=registry)
-        missing = support.missing(backends)
-        if missing:
-            rows.append({"op_type": op_type, "nodes": (on_path.get(op_type) or used[op_type])[:3],
-                         "on_path": op_type in on_path, "missing": missing, "hint": support.hint()})
-    rows += _override_rows(graph, registry, on_path, args.custom_gradient)
-    blocking = [r for r in rows if r["on_path"]]
-    if args.json:
-        print(json.dumps({"backends": list(backends), "op_types": len(used), "incomplete": rows,
-                          "path_checked": bool(args.ys), "path_ok": not blocking}, indent=2))
-        return 1 if blocking else 0
-    print(f"graph: {args.graph}: {len(used)} op types (functions included); backends: {', '.join(backends)}")
-    if not rows:
-        print("every op type has an op definition, kernels and a gradient rule")
-    for r in rows:
-        where = "ON PATH " if r["on_path"] else ""
-        hint = f"; {r['hint']}" if r["hint"] else ""
-        print(f"  {where}{r['op_type']}: no {', '.join(r['missing'])} (e.g. {', '.join(r['nodes'])}){hint}")
-    if args.ys:
-        print(f"path {args.xs} -> {args.ys}: " + (f"{len(blocking)} op types cannot be run or differentiated"
-                                                   if blocking else "ok"))
-    return 1 if blocking else 0
-def _override_rows(graph: Graph, registry: Registry, on_path: dict[str, list[str]], mode: str) -> list[dict[str, Any]]:
-    """Rows for nodes naming a gradient (_gradient_op_type) this process does not have: no
-    gradient rule for them, unless --custom-gradient forward differentiates them by op type."""
-    path_nodes = {n for nodes in on_path.values() for n in nodes}
-    rows: list[dict[str, Any]] = []
-    for key, nodes in sorted(gradient_overrides_in(graph).items()):
-        if key in graph.custom_gradients or registry.gradients.lookup(key) is not None:
-            continue
-        rows.append({"op_type": f"_gradient_op_type '{key}'", "nodes": nodes[:3],
-                     "on_path": mode != "forward" and any(n in path_nodes for n in nodes),
-                     "missing": ["gradient rule"],
-                     "hint": "--custom-gradient forward differentiates these nodes through their forward ops"})
-    return rows
-
-
-def _check_backends(chosen: list[str] | None, registry: Registry) -> tuple[str, ...]:
-    known = registry.backend_names()
-    if not chosen:
-        return tuple(b for b in known if registry.backend(b).available())
-    for name in chosen:
-        if name not in known:
-            raise UsageError(f"--backend {name!r}: the installed backends are {', '.join(known)}"
-                             f"{suggestion(name, known)}")
-    return tuple(chosen)
 
 
 # -- parser and entry point ------------------------------------------------------------
@@ -456,7 +229,7 @@ def _add_inspect_run(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true",
                    help='print {"outputs": [{"name", "dtype", "shape", "values"}]} (values as nested lists)')
     _add_execution_options(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=_deferred("cmd_run"))
 
 
 def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -482,7 +255,7 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--feed", action="append", default=[], metavar="FEED", help=FEED_HELP)
     _add_execution_options(p)
     add_dask_arguments(p)
-    p.set_defaults(func=cmd_grad)
+    p.set_defaults(func=_deferred("cmd_grad"))
 
 
 def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.ArgumentParser) -> None:
@@ -496,13 +269,13 @@ def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.
     p.add_argument("--custom-gradient", choices=["error", "forward"], default="error",
                    help="as for grad: with forward, nodes naming a missing gradient do not fail the check")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_check)
+    p.set_defaults(func=_deferred("cmd_check"))
 
     p = _subparser(sub, "convert", "convert a graph between file formats (by suffix: .pb, .pbtxt, .json, ...)",
                    [common])
     p.add_argument("input", metavar="IN", help="the graph to read (format from its suffix, else its content)")
     p.add_argument("output", metavar="OUT", help="the file to write (format from its suffix)")
-    p.set_defaults(func=cmd_convert)
+    p.set_defaults(func=_deferred("cmd_convert"))
 
     p = _subparser(sub, "freeze", "write a SavedModel signature as one GraphDef with its variables as constants",
                    [common, saved_model])
@@ -510,13 +283,13 @@ def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.
     p.add_argument("-o", "--output", required=True, metavar="FROZEN.pb",
                    help="the frozen graph (.pb or .pbtxt), fed by the signature's input names and fetched by its "
                         "output names")
-    p.set_defaults(func=cmd_freeze)
+    p.set_defaults(func=_deferred("cmd_freeze"))
 
     p = _subparser(sub, "plugins", "list the installed plugins, what each provides, and conflicts", [common])
     p.add_argument("--op", metavar="OP", help="show who provides op type OP: definition, kernels per backend, "
                    "shape function, gradient rule, overrides")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_plugins)
+    p.set_defaults(func=_deferred("cmd_plugins"))
 
     p = _subparser(sub, "ops", "list op types: kernels per backend, shape function, gradient rule, family",
                    [common])
@@ -525,7 +298,7 @@ def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.
                    help="list TensorFlow's registered gradients gradreg lacks (needs tools/op_coverage.py and its "
                         "census: a source checkout)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_ops)
+    p.set_defaults(func=_deferred("cmd_ops"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -540,8 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  gradreg run model.pb --feed 'x=[[1,2]]' --fetch y\n\n"
                "`gradreg COMMAND --help` shows a command's options and examples. Exit status: 0 ok, "
                "1 graph or runtime error, 2 usage error.")
-    parser.add_argument("--version", action="version", version=f"gradreg {version()}",
-                        help="print gradreg's version and exit")
+    parser.add_argument("--version", action=_VersionAction, help="print gradreg's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     saved_model = argparse.ArgumentParser(add_help=False)

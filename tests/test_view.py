@@ -16,9 +16,10 @@ from corpus import ROOT
 
 import gradreg as gr
 from gradreg.cli import build_parser, main
+from gradreg.cli_view import add_view_commands
 from gradreg.errors import GraphError, GraphFileError
 from gradreg.proto import event_pb2, graph_pb2
-from gradreg.viz import RenderError, add_view_commands, build_view, fold, render, write_tensorboard_events
+from gradreg.viz import RenderError, build_view, fold, render, write_tensorboard_events
 from gradreg.viz import dot as dot_module
 from gradreg.viz import tensorboard as tb
 from gradreg.viz.html import page_data

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import signal
 import stat
 import threading
@@ -144,7 +143,7 @@ def _temporary_file(directory: str, base: str) -> Iterator[_Temporary]:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     with _removed_on_termination():
         for _ in range(100):
-            path = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.gradreg-tmp")
+            path = os.path.join(directory, f".{base}.{os.urandom(4).hex()}.gradreg-tmp")
             try:
                 fd = os.open(path, flags, 0o666)
                 break

@@ -97,6 +97,8 @@ class DType:
         """The NumPy dtype arrays of this type are held in (float32 for bfloat16)."""
         if self._storage is not None:
             return self._storage
+        if self.kind == "x" and _load_ml_dtypes():
+            return self.storage
         if self.np is None:
             raise TypeMismatchError(f"dtype {self.name} has no NumPy representation in gradreg")
         return self.np
@@ -206,19 +208,12 @@ qint32 = _define("DT_QINT32", "qint32", None, "q", storage=np.int32)
 resource = _define("DT_RESOURCE", "resource", object, "r")
 variant = _define("DT_VARIANT", "variant", object, "v")
 
-def _ml_dtype(name: str) -> Any:
-    """The ml_dtypes type of that name (the NumPy extension types ONNX uses for float8, int4, ...),
-    or None when ml_dtypes is not installed: the type then has no storage and cannot be run."""
-    try:
-        import ml_dtypes
-    except ImportError:
-        return None
-    return getattr(ml_dtypes, name, None)
-
-
+# float8, int4, ...: held in ml_dtypes' NumPy extension types of the same names (as ONNX holds
+# them), resolved by _load_ml_dtypes on first use; without ml_dtypes they have no storage and
+# cannot be run.
 for _enum_name in ("DT_FLOAT8_E5M2", "DT_FLOAT8_E4M3FN", "DT_FLOAT8_E4M3FNUZ", "DT_FLOAT8_E4M3B11FNUZ",
                    "DT_FLOAT8_E5M2FNUZ", "DT_INT4", "DT_UINT4", "DT_INT2", "DT_UINT2", "DT_FLOAT4_E2M1FN"):
-    _define(_enum_name, _enum_name[3:].lower(), None, "x", storage=_ml_dtype(_enum_name[3:].lower()))
+    _define(_enum_name, _enum_name[3:].lower(), None, "x")
 for _dtype in list(_BY_ENUM.values()):
     if _dtype.enum:
         _ref = DType(_dtype.enum + _REF_OFFSET, _dtype.name + "_ref", _dtype.np, _dtype.kind, _dtype._storage)
@@ -230,9 +225,28 @@ _BY_NAME.update({"float": float32, "double": float64, "half": float16, "bool_": 
 _FROM_NUMPY: dict[np.dtype, DType] = {
     d.np: d for d in _BY_ENUM.values() if d.np is not None and d.kind in "fciub" and not d.is_ref
 }
-# Arrays of ml_dtypes' float8/int4/... types are those types (kind "x": held, cast and moved, not computed).
-_FROM_NUMPY.update({d._storage: d for d in _BY_ENUM.values() if d.kind == "x" and d._storage is not None
-                    and not d.is_ref})
+_ml_dtypes_loaded = False
+
+
+def _load_ml_dtypes() -> bool:
+    """Give the float8/int4/... types (kind "x") their ml_dtypes storage, once (importing
+    ml_dtypes costs ~10 ms that a process without such a type should not pay). False if that
+    was done before or ml_dtypes is not installed."""
+    global _ml_dtypes_loaded
+    if _ml_dtypes_loaded:
+        return False
+    _ml_dtypes_loaded = True
+    try:
+        import ml_dtypes
+    except ImportError:
+        return False
+    for dtype in _BY_ENUM.values():
+        found = getattr(ml_dtypes, dtype.name.removesuffix("_ref"), None) if dtype.kind == "x" else None
+        if found is not None:
+            dtype._storage = np.dtype(found)
+            if not dtype.is_ref:   # arrays of these types are these types (held, cast, moved; not computed)
+                _FROM_NUMPY[dtype._storage] = dtype
+    return True
 
 
 def as_dtype(value: Any) -> DType:
@@ -264,10 +278,17 @@ def as_dtype(value: Any) -> DType:
         np_dtype = np.dtype(value)
     except TypeError:
         raise TypeMismatchError(f"cannot interpret {value!r} as a dtype") from None
+    return _from_numpy(np_dtype)
+
+
+def _from_numpy(np_dtype: np.dtype[Any]) -> DType:
     if np_dtype.kind in "USO":
         return string
+    key = np_dtype.newbyteorder("=")
+    if key not in _FROM_NUMPY and np_dtype.type.__module__.startswith("ml_dtypes"):
+        _load_ml_dtypes()   # an ml_dtypes array: its types join the table now
     try:
-        return _FROM_NUMPY[np_dtype.newbyteorder("=")]
+        return _FROM_NUMPY[key]
     except KeyError:
         raise TypeMismatchError(f"NumPy dtype {np_dtype} has no gradreg dtype") from None
 

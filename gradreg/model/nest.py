@@ -18,10 +18,10 @@ Structures that differ raise :class:`~gradreg.errors.StructureError` (also a Val
 """
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Hashable, Iterable
+from types import ModuleType
 from typing import Any
-
-import optree
 
 from gradreg.errors import StructureError
 
@@ -29,38 +29,50 @@ from gradreg.errors import StructureError
 _OPTIONS: dict[str, Any] = {"none_is_leaf": True}
 
 
+_tree: ModuleType | None = None
+
+
+def _optree() -> ModuleType:
+    """optree, imported on first use: every process that loads the plugins imports this module,
+    and many (`gradreg inspect`) never nest anything."""
+    global _tree
+    if _tree is None:
+        _tree = importlib.import_module("optree")
+    return _tree
+
+
 def flatten(structure: Any) -> list[Any]:
     """The leaves of ``structure``, in TensorFlow's order (a lone leaf gives ``[leaf]``)."""
-    leaves: list[Any] = optree.tree_leaves(structure, **_OPTIONS)
+    leaves: list[Any] = _optree().tree_leaves(structure, **_OPTIONS)
     return leaves
 
 
 def structure_key(structure: Any) -> Hashable:
     """A hashable value equal for two structures exactly when they nest alike (container types,
     dict keys and namedtuple types included): a cache key for traced functions."""
-    spec: Hashable = optree.tree_structure(structure, **_OPTIONS)
+    spec: Hashable = _optree().tree_structure(structure, **_OPTIONS)
     return spec
 
 
 def is_nested(value: Any) -> bool:
     """Whether ``value`` is a container (a list, tuple, dict, ...), not a leaf."""
-    return not optree.tree_is_leaf(value, **_OPTIONS)
+    return not _optree().tree_is_leaf(value, **_OPTIONS)
 
 
 def pack_sequence_as(structure: Any, flat_sequence: Iterable[Any]) -> Any:
     """``structure`` rebuilt with the values of ``flat_sequence`` as its leaves, in order."""
     flat = list(flat_sequence)
-    spec = optree.tree_structure(structure, **_OPTIONS)
+    spec = _optree().tree_structure(structure, **_OPTIONS)
     if spec.num_leaves != len(flat):
         raise StructureError(f"cannot pack {len(flat)} values into a structure with {spec.num_leaves} leaves: "
                              f"{_describe(structure)}")
-    return optree.tree_unflatten(spec, flat)
+    return _optree().tree_unflatten(spec, flat)
 
 
 def assert_same_structure(first: Any, second: Any, check_types: bool = True, what: str = "the structures") -> None:
     """StructureError (naming ``what``) unless ``first`` and ``second`` nest the same way. With
     ``check_types=False`` a list matches a tuple and a dict any mapping with the same keys."""
-    a, b = (optree.tree_structure(s, **_OPTIONS) for s in (first, second))
+    a, b = (_optree().tree_structure(s, **_OPTIONS) for s in (first, second))
     if check_types:
         same = a == b
     else:
@@ -83,7 +95,7 @@ def map_structure(fn: Callable[..., Any], *structures: Any, check_types: bool = 
 def flatten_up_to(shallow: Any, deep: Any, what: str = "the structures") -> list[Any]:
     """The parts of ``deep`` at the leaves of ``shallow`` (which ``deep`` must nest like down to
     those leaves): ``flatten_up_to([x, y], [[None, 3], [2]])`` is ``[[None, 3], [2]]``."""
-    spec = optree.tree_structure(shallow, **_OPTIONS)
+    spec = _optree().tree_structure(shallow, **_OPTIONS)
     try:
         parts: list[Any] = spec.flatten_up_to(deep)
     except (ValueError, TypeError):
@@ -96,7 +108,7 @@ def _loose(structure: Any) -> Any:
     as their (key, nesting) pairs in sorted key order (for check_types=False)."""
     if not is_nested(structure):
         return None
-    one_level = optree.tree_flatten_one_level(structure, **_OPTIONS)
+    one_level = _optree().tree_flatten_one_level(structure, **_OPTIONS)
     parts = [_loose(child) for child in one_level.children]
     if isinstance(structure, dict):
         return ("mapping", tuple(sorted(zip(map(repr, one_level.entries), parts))))
@@ -105,6 +117,6 @@ def _loose(structure: Any) -> Any:
 
 def _describe(structure: Any) -> str:
     """A structure with its leaves drawn as ``*`` (``{'a': (*, *), 'b': *}``)."""
-    spec = optree.tree_structure(structure, **_OPTIONS)
+    spec = _optree().tree_structure(structure, **_OPTIONS)
     text = str(spec)
     return text[len("PyTreeSpec("):-1].replace(", NoneIsLeaf", "") if text.startswith("PyTreeSpec(") else text

@@ -13,7 +13,6 @@ type is looked up, unless one of them declares the override.
 """
 from __future__ import annotations
 
-import importlib.metadata
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -27,6 +26,7 @@ from gradreg.model import catalog
 from gradreg.model.graph import Operation
 from gradreg.model.opdefs import OpDefinition, ShapeFn
 from gradreg.registry import hookspecs
+from gradreg.registry.discovery import entry_points
 from gradreg.registry.extensions import Backend, GraphFormat
 from gradreg.registry.kernels import fold_constant
 
@@ -72,21 +72,10 @@ class PluginSource:
 
 
 def entry_point_sources() -> list[PluginSource]:
-    sources = []
-    # A distribution's name and version come from its METADATA, parsed anew on every read of
-    # either (with gradreg's README inside, ~1 ms): read once per distribution, not twice per
-    # entry point.
-    described: dict[int, tuple[str, str]] = {}
-    for ep in sorted(importlib.metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP), key=lambda e: e.name):
-        dist = getattr(ep, "dist", None)
-        if id(dist) not in described:
-            metadata = getattr(dist, "metadata", None) if dist is not None else None
-            described[id(dist)] = ((metadata["Name"] or "", metadata["Version"] or "") if metadata is not None
-                                   else ("", ""))
-        distribution, version = described[id(dist)]
-        sources.append(PluginSource(name=ep.name, load=ep.load, version=version, distribution=distribution,
-                                    target=ep.value))
-    return sources
+    """The plugins installed distributions declare (entry point group ``gradreg.plugins``), by name."""
+    return [PluginSource(name=ep.name, load=ep.load, version=ep.version, distribution=ep.distribution,
+                         target=ep.value)
+            for ep in sorted(entry_points(hookspecs.ENTRY_POINT_GROUP), key=lambda e: e.name)]
 
 
 class Table:

@@ -7,14 +7,12 @@
 Modules: ``model`` (ops placed in scope, loop-frame, call and function boxes; which ops are
 gradient ops), ``fold`` (which boxes are open), ``dot`` (DOT text, Graphviz for SVG/PNG),
 ``html`` + ``page.js`` (the self-contained interactive page), ``tensorboard`` (event
-files), ``commands`` (the ``view`` and ``tensorboard`` subcommands).
+files), and gradreg.cli_view (the ``view`` and ``tensorboard`` subcommands).
 """
 from gradreg.errors import RenderError
-from gradreg.viz.commands import add_view_commands
 from gradreg.viz.fold import fold
 from gradreg.viz.model import build_view
 from gradreg.viz.render import format_for_path, render
 from gradreg.viz.tensorboard import write_tensorboard_events
 
-__all__ = ["render", "format_for_path", "RenderError", "build_view", "fold", "write_tensorboard_events",
-           "add_view_commands"]
+__all__ = ["render", "format_for_path", "RenderError", "build_view", "fold", "write_tensorboard_events"]

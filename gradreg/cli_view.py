@@ -10,13 +10,13 @@ import argparse
 import os
 import time
 from collections.abc import Sequence
+from typing import Any
 
-import gradreg
 from gradreg.errors import RenderError
-from gradreg.formats import atomic_write
-from gradreg.viz.fold import DEFAULT_BUDGET
-from gradreg.viz.render import format_for_path, render
-from gradreg.viz.tensorboard import write_tensorboard_events
+from gradreg.formats import atomic_write, load_graph
+
+# gradreg.viz (the view model, DOT, HTML, TensorBoard's event files) is imported by the
+# commands below when they run: importing it costs every command 20-35 ms otherwise.
 
 VIEW_EPILOG = """\
 examples:
@@ -37,6 +37,7 @@ examples:
 
 
 def _picture_path(text: str) -> str:
+    from gradreg.viz.render import format_for_path  # start-up cost (see the imports above)
     try:
         format_for_path(text)
     except RenderError as exc:
@@ -48,7 +49,7 @@ def _names(text: str | None) -> list[str]:
     return [n.strip() for n in (text or "").split(",") if n.strip()]
 
 
-def add_view_commands(subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
+def add_view_commands(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
     """Add ``view`` and ``tensorboard`` to an argparse subparsers object."""
     formatter = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser(
@@ -84,11 +85,12 @@ def add_view_commands(subparsers, parents: Sequence[argparse.ArgumentParser] = (
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    graph = gradreg.load_graph(args.graph)
+    from gradreg.viz.render import format_for_path, render  # start-up cost (see the imports above)
+    graph = load_graph(args.graph)
     fmt = format_for_path(args.output)
     start = time.perf_counter()
     picture = render(graph, fmt, ys=_names(args.ys) or None, xs=_names(args.xs) or None, depth=args.depth,
-                     expand=args.expand, budget=args.budget or DEFAULT_BUDGET, mirror=not args.flow,
+                     expand=args.expand, **({"budget": args.budget} if args.budget else {}), mirror=not args.flow,
                      title=args.title or os.path.basename(args.graph))
     data = picture.encode("utf-8") if isinstance(picture, str) else picture
     atomic_write(args.output, data)
@@ -97,7 +99,8 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 
 def cmd_tensorboard(args: argparse.Namespace) -> int:
-    graph = gradreg.load_graph(args.graph)
+    from gradreg.viz.tensorboard import write_tensorboard_events  # start-up cost (see the imports above)
+    graph = load_graph(args.graph)
     path = write_tensorboard_events(graph, args.logdir)
     print(f"wrote {path} ({len(graph)} ops); run: tensorboard --logdir {args.logdir}")
     return 0

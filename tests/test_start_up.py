@@ -1,0 +1,221 @@
+"""What a command imports at start-up (issue 14: `gradreg inspect` of a small graph <= 0.5 s).
+
+`gradreg inspect` reads a graph and its op definitions; it must not import what only other
+commands need: differentiation's and training's modules, sessions, SavedModel loading, the
+renderers, optree, ml_dtypes, importlib.metadata. ``import gradreg`` defers those names to
+first use (gradreg/__init__.py's _LAZY), with the same objects an eager import gave.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+
+import gradreg
+from gradreg.errors import PluginError
+from gradreg.registry import discovery
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "mlp" / "model.pbtxt"
+
+NOT_FOR_INSPECT = ["gradreg.cli_commands", "gradreg.training", "gradreg.runtime.session",
+                   "gradreg.formats.saved_model_loader", "gradreg.viz.render", "gradreg.viz.tensorboard",
+                   "optree", "ml_dtypes", "importlib.metadata", "secrets"]
+
+
+def _run(script: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          check=True, cwd=ROOT)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_inspect_imports_only_what_reading_a_graph_needs():
+    report = _run(f"""
+        import contextlib, io, json, sys
+        from gradreg.cli import main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["inspect", {str(EXAMPLE)!r}])
+        print(json.dumps({{"code": code, "out": out.getvalue(),
+                          "loaded": [m for m in {NOT_FOR_INSPECT!r} if m in sys.modules]}}))
+    """)
+    assert report["code"] == 0
+    assert "nodes: 44" in report["out"] and "loss:0  float32 []" in report["out"]
+    assert report["loaded"] == []
+
+
+def test_other_commands_still_get_their_modules():
+    report = _run(f"""
+        import contextlib, io, json, sys
+        from gradreg.cli import main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["run", {str(EXAMPLE)!r}, "--feed", "x=" + str([[0.5] * 12] * 8),
+                         "--feed", "labels=" + str([[0.2] * 5] * 8), "--fetch", "loss"])
+        print(json.dumps({{"code": code, "out": out.getvalue(),
+                          "loaded": [m for m in ("gradreg.cli_commands", "gradreg.runtime.session")
+                                     if m in sys.modules]}}))
+    """)
+    assert report["code"] == 0 and report["out"].startswith("loss:0")
+    assert report["loaded"] == ["gradreg.cli_commands", "gradreg.runtime.session"]
+
+
+def _type_checking_imports() -> dict[str, tuple[str, str | None]]:
+    """name -> (module, attribute or None for a module) of gradreg/__init__.py's TYPE_CHECKING block."""
+    tree = ast.parse((ROOT / "gradreg" / "__init__.py").read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    names: dict[str, tuple[str, str | None]] = {}
+    for node in block.body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                value = getattr(importlib.import_module(node.module), alias.name)
+                is_module = isinstance(value, types.ModuleType)
+                names[alias.asname or alias.name] = ((f"{node.module}.{alias.name}", None) if is_module
+                                                     else (node.module, alias.name))
+    return names
+
+
+def test_lazy_names_are_the_type_checking_imports_and_resolve_to_the_same_objects():
+    declared = _type_checking_imports()
+    lazy = dict(gradreg._LAZY)
+    assert lazy.pop("tuple") == ("gradreg.build.control_flow", "tuple_")   # TensorFlow's spelling
+    assert lazy == declared
+    for name, (module, attribute) in declared.items():
+        target = importlib.import_module(module)
+        assert getattr(gradreg, name) is (target if attribute is None else getattr(target, attribute)), name
+    assert gradreg.tuple is importlib.import_module("gradreg.build.control_flow").tuple_
+    missing = [name for name in gradreg.__all__ if not hasattr(gradreg, name)]
+    assert missing == []
+    assert set(gradreg._LAZY) <= set(dir(gradreg))
+
+
+def test_version_is_read_when_asked_for():
+    import importlib.metadata
+    assert gradreg.__version__ == importlib.metadata.version("gradreg")
+
+
+def test_ml_dtypes_types_resolve_when_first_used():
+    report = _run("""
+        import json, sys
+        import numpy as np
+        from gradreg.model import dtypes
+        before = "ml_dtypes" in sys.modules
+        storage = str(dtypes.as_dtype("int4").storage)            # the storage first
+        import ml_dtypes
+        back = dtypes.as_dtype(np.dtype(ml_dtypes.float8_e4m3fn)).name
+        ref = str(dtypes.as_dtype("float8_e5m2_ref").storage)
+        print(json.dumps({"before": before, "storage": storage, "back": back, "ref": ref}))
+    """)
+    assert report == {"before": False, "storage": "int4", "back": "float8_e4m3fn", "ref": "float8_e5m2"}
+    report = _run("""
+        import json
+        import ml_dtypes, numpy as np
+        from gradreg.model import dtypes
+        print(json.dumps(dtypes.as_dtype(np.zeros(2, ml_dtypes.uint4).dtype).name))   # the array first
+    """)
+    assert report == "uint4"
+
+
+# -- entry points ------------------------------------------------------------------------
+
+def _distribution(site: pathlib.Path, dirname: str, name: str, version: str, entry_points: str) -> None:
+    info = site / dirname
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nA README.\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+
+
+def _as_rows(found: list[discovery.EntryPoint]) -> list[tuple[str, ...]]:
+    return sorted((e.name, e.value, e.group, e.distribution, e.version) for e in found)
+
+
+def test_discovery_agrees_with_importlib_metadata_here(monkeypatch):
+    # this environment as the fast scan reads it: directories on sys.path, the standard finder
+    # (other tests may have left a zip or a finder of their own behind)
+    from importlib.machinery import PathFinder
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not pathlib.Path(p or ".").is_file()
+                                      and not p.endswith(".egg")])
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path
+                                           if f is PathFinder or not hasattr(f, "find_distributions")])
+    for group in ("gradreg.plugins", "console_scripts", "pytest11"):
+        assert _as_rows(discovery._scan(group)) == _as_rows(discovery._from_importlib(group))
+    assert {e.name for e in discovery.entry_points("gradreg.plugins")} >= {"array", "math", "nn", "onnx"}
+
+
+def test_discovery_reads_dist_info_and_egg_info_as_importlib_does(tmp_path, monkeypatch):
+    first, second = tmp_path / "first", tmp_path / "second"
+    _distribution(first, "Demo_Plugins-1.2.dist-info", "demo-plugins", "1.2", """
+        # a comment
+        [console_scripts]
+        demo = demo.cli:main
+
+        [demo.group]
+        one = demo.one:family
+        two = demo.two : thing.attr [extra]
+    """)
+    _distribution(second, "demo_plugins-0.9.dist-info", "demo-plugins", "0.9", """
+        [demo.group]
+        stale = demo.stale:family
+    """)
+    _distribution(second, "other.egg-info", "other", "3.0", """
+        [demo.group]
+        three = other.three
+    """)
+    (second / "plain-1.0.dist-info").mkdir()          # no entry points at all
+    monkeypatch.setattr(sys, "path", [str(first), str(second), str(tmp_path / "missing")])
+    scanned = discovery._scan("demo.group")
+    assert _as_rows(scanned) == _as_rows(discovery._from_importlib("demo.group"))
+    assert _as_rows(scanned) == [("one", "demo.one:family", "demo.group", "demo-plugins", "1.2"),
+                                 ("three", "other.three", "demo.group", "other", "3.0"),
+                                 ("two", "demo.two : thing.attr [extra]", "demo.group", "demo-plugins", "1.2")]
+
+
+def test_an_entry_point_loads_its_object(tmp_path, monkeypatch):
+    package = tmp_path / "demo_ep"
+    package.mkdir()
+    (package / "__init__.py").write_text("class Thing:\n    attr = 42\n")
+    _distribution(tmp_path, "demo_ep-1.0.dist-info", "demo-ep", "1.0", """
+        [demo.group]
+        thing = demo_ep:Thing.attr
+        module = demo_ep
+    """)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    loaded = {e.name: e.load() for e in discovery.entry_points("demo.group")}
+    assert loaded["thing"] == 42 and loaded["module"].Thing.attr == 42
+    monkeypatch.delitem(sys.modules, "demo_ep")
+
+
+def test_a_malformed_line_in_the_group_is_an_error_naming_the_file(tmp_path, monkeypatch):
+    _distribution(tmp_path, "bad-1.0.dist-info", "bad", "1.0", """
+        [other.group]
+        ignored line without an equals sign
+        [demo.group]
+        no equals sign here
+    """)
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    with pytest.raises(PluginError, match=r"bad-1\.0\.dist-info.*no equals sign here"):
+        discovery.entry_points("demo.group")
+
+
+def test_a_zip_on_sys_path_leaves_discovery_to_importlib_metadata(tmp_path, monkeypatch):
+    archive = tmp_path / "packages.zip"
+    archive.write_bytes(b"PK\x05\x06" + bytes(18))     # an empty zip archive
+    monkeypatch.setattr(sys, "path", [str(archive), *sys.path])
+    assert discovery._scan("gradreg.plugins") is None
+    assert _as_rows(discovery.entry_points("gradreg.plugins")) == _as_rows(discovery._from_importlib("gradreg.plugins"))
+
+
+def test_dtype_table_is_unchanged_by_lazy_ml_dtypes():
+    import ml_dtypes
+    for name in ("float8_e5m2", "float8_e4m3fn", "int4", "uint4", "float4_e2m1fn"):
+        dtype = gradreg.dtypes.as_dtype(name)
+        assert dtype.storage == np.dtype(getattr(ml_dtypes, name))
+        assert gradreg.dtypes.as_dtype(dtype.storage) is dtype
