@@ -189,12 +189,13 @@ def free_cores() -> float:
 
 def threads_for(work: float, work_per_thread: float) -> int:
     """Threads for a call doing ``work`` units: one per ``work_per_thread`` units, at most
-    :func:`max_threads` and the free cores (always at least one)."""
+    :func:`max_threads` (less the worker running side tasks, :class:`SideTasks`) and the free
+    cores (always at least one)."""
     wanted = int(work // work_per_thread)
     if wanted <= 1:
         return 1
-    limit = max_threads()
-    if limit == 1:
+    limit = max_threads() - _side_workers
+    if limit <= 1:
         return 1
     # A core counts as free when others use less than a fifth of it.
     return max(1, min(wanted, limit, int(free_cores() + 0.2)))
@@ -262,7 +263,7 @@ def blas_threads(n: int) -> Iterator[None]:
             # TF-written RNN step under load: 12 ms with the count raised after each of its
             # three large products, 4 ms without). The count is raised again by the first
             # product that may use more threads.
-            if previous <= n or previous <= min(max_threads(), int(free_cores() + 0.2)):
+            if previous <= n or previous <= min(max_threads() - _side_workers, int(free_cores() + 0.2)):
                 blas.set(previous)
 
 
@@ -408,6 +409,26 @@ class _SpinPool:
             self.lock.release()
 
 
+    def post(self, fn: Callable[[int], Any]) -> int:
+        """Start ``fn(0)`` on worker 0 and return at once (the caller holds ``lock``, and
+        waits with :meth:`wait_posted` before posting again or releasing it)."""
+        state = self.state
+        self.tasks[0] = (fn, 0)
+        number = int(state[0]) + 1
+        self.publish(state, 0, number)
+        if state[2]:
+            with self.wakeups[0]:
+                self.wakeups[0].notify()
+        return number
+
+    def wait_posted(self, number: int) -> None:
+        """Wait until worker 0 has finished task ``number`` (its result is dropped: a posted
+        task keeps its own)."""
+        while not self.wait_change(self.state, 1, number - 1, self.spins):
+            time.sleep(0.00002)
+        self.results[0] = None
+
+
 _spin_pool: _SpinPool | None = None
 
 
@@ -473,3 +494,165 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
     """``range(n)`` cut into ``parts`` contiguous (start, stop) pieces of nearly equal size."""
     bounds = [n * i // parts for i in range(parts + 1)]
     return [(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+
+# -- side tasks ------------------------------------------------------------------------------
+
+# Workers running side tasks now (0 or 1): threads_for gives the other kernels that many fewer.
+_side_workers = 0
+# A side task is worth a hand-off from this many bytes of arguments (smaller ones run inline).
+SIDE_MIN_BYTES = 1 << 18
+# Side tasks wait while the arguments they hold come to at most this many bytes (a waiting task
+# keeps its arguments alive after the plan would have released them: a CNN step's peak memory
+# grows with the queue); beyond, they run inline, and so do larger tasks (the float64 ResNet's
+# 2 MiB filter gradients: holding one was 1.44x its step's largest live set).
+SIDE_QUEUE_BYTES = 1 << 20
+
+
+class Deferred:
+    """A side task: ``fn(*args)``, run by the side worker or by the caller; ``value`` or
+    ``error`` once ``done``."""
+
+    __slots__ = ("fn", "args", "value", "error", "done", "nbytes")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], nbytes: int = 0):
+        self.fn: Callable[..., Any] | None = fn
+        self.args: tuple[Any, ...] | None = args
+        self.nbytes = nbytes
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+
+    def run(self) -> None:
+        fn, args = self.fn, self.args
+        self.fn = self.args = None          # the arguments are released as soon as it has run
+        assert fn is not None and args is not None
+        try:
+            if any(type(a) is Deferred for a in args):
+                args = tuple(a.result() if type(a) is Deferred else a for a in args)
+            self.value = fn(*args)
+        except BaseException as exc:     # raised where the plan takes the value (naming the node)
+            self.error = exc
+        self.done = True
+
+    def result(self) -> Any:
+        """The value of an earlier task this one reads (waiting if the other thread runs it)."""
+        while not self.done:
+            time.sleep(0.00002)
+        if self.error is not None:
+            raise self.error        # the plan takes the earlier task first: its node is named
+        return self.value
+
+
+class SideTasks:
+    """One plan call's side tasks: kernels whose outputs no other node of the plan reads but
+    other side tasks (a CNN's weight gradients, next to the chain of input gradients every
+    other node waits for).
+
+    ``submit(fn, *args)`` hands a task to the side worker (the spinning pool's first worker,
+    held by this call until its first :meth:`take`) and returns a :class:`Deferred`, or runs
+    it now and returns its value: when the machine has no second free core, the worker is
+    busy with another call, the task is small (under SIDE_MIN_BYTES of array arguments) or
+    large (over SIDE_QUEUE_BYTES), or the tasks waiting hold SIDE_QUEUE_BYTES already; a task
+    reading another's value is always queued after it. The worker runs them in order while
+    the calling thread goes on, and sleeps (on a condition, not spinning: the threads may share a
+    physical core) while none waits. :meth:`take` gives a task's value, its error raised
+    there so that the plan's line names the node; the first take runs what still waits in
+    the calling thread too, and waits for the worker. :meth:`cancel` (the plan failed) drops
+    what waits. While a call holds the worker, :func:`threads_for` counts one thread fewer,
+    so that the two threads do not also split kernels among themselves."""
+
+    __slots__ = ("queue", "ready", "pool", "closing", "posted", "held", "waiting_bytes")
+
+    def __init__(self) -> None:
+        self.queue: list[Deferred] = []
+        self.waiting_bytes = 0
+        self.ready = threading.Condition(threading.Lock())
+        self.pool: _SpinPool | None = None
+        self.closing = False
+        self.posted = 0
+        self.held: bool | None = None        # None: not asked yet; False: no worker for this call
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        nbytes = sum(getattr(a, "nbytes", 0) for a in args)
+        if not any(type(a) is Deferred for a in args) and (
+                self.held is False or not SIDE_MIN_BYTES <= nbytes <= SIDE_QUEUE_BYTES
+                or (self.queue and self.waiting_bytes + nbytes > SIDE_QUEUE_BYTES)
+                or (self.held is None and not self._hold())):
+            return fn(*args)   # (a task reading an earlier one's value always follows it to the queue)
+        task = Deferred(fn, args, nbytes)
+        with self.ready:
+            self.queue.append(task)
+            self.waiting_bytes += nbytes
+            self.ready.notify()
+        return task
+
+    def _hold(self) -> bool:
+        global _side_workers
+        pool = _spinning()
+        if pool is None or min(max_threads(), int(free_cores() + 0.2)) < 2 or not pool.lock.acquire(blocking=False):
+            self.held = False
+            return False
+        self.pool, self.held = pool, True
+        _side_workers += 1
+        pool.placement.place()
+        self.posted = pool.post(self._drain)
+        return True
+
+    def _drain(self, _: int) -> None:
+        """The worker: run the tasks in order as they come, until the call closes."""
+        ready, queue = self.ready, self.queue
+        while True:
+            with ready:
+                while not queue and not self.closing:
+                    ready.wait()
+                if not queue:
+                    return
+                task = queue.pop(0)
+                self.waiting_bytes -= task.nbytes
+            task.run()
+
+    def take(self, value: Any) -> Any:
+        """A task's value (raising its error); anything else as it is."""
+        if self.pool is not None:
+            self.finish()       # the first take: every task has run, the worker is let go
+        if type(value) is not Deferred:
+            return value
+        if value.error is not None:
+            raise value.error
+        return value.value
+
+    def finish(self) -> None:
+        """Run the tasks still waiting (in order, as the worker takes them too), wait for the
+        worker, and let the pool go."""
+        while True:
+            with self.ready:
+                task = self.queue.pop(0) if self.queue else None
+                if task is not None:
+                    self.waiting_bytes -= task.nbytes
+            if task is None:
+                break
+            task.run()
+        self._release()
+
+    def cancel(self) -> None:
+        """Drop the tasks still waiting, wait for the one running, let the pool go."""
+        with self.ready:
+            self.queue.clear()
+            self.waiting_bytes = 0
+        self._release()
+
+    def _release(self) -> None:
+        global _side_workers
+        pool = self.pool
+        if pool is None:
+            return
+        self.pool, self.held = None, False
+        try:
+            with self.ready:
+                self.closing = True
+                self.ready.notify()
+            pool.wait_posted(self.posted)
+        finally:
+            _side_workers -= 1
+            pool.lock.release()

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -122,6 +122,8 @@ class Emitter:
         self.globals: dict[str, Any] = {"np": np}
         self.upgrades: list[tuple[str, Tiered]] = []   # kernels bound now, with faster ones to build
         self.kernels: dict[Operation, Any] = {}          # resolved while folding, reused when emitting
+        self.side_ops: set[Any] = set()                  # run as side tasks (see side_candidates)
+        self.side_values: list[tuple[str, Any]] = []
         self._counter = itertools.count()
 
     def fresh(self, prefix: str = "v") -> str:
@@ -297,9 +299,13 @@ class Emitter:
             read_of.update(zip(absorbed.inputs, self._reads_variable(absorbed)))
         inputs = op.inputs if inputs is None else list(inputs)
         arg_exprs = [f"{names[t]}.read()" if read_of.get(t) else names[t] for t in inputs]
-        call = f"{self.bind_kernel(kernel)}({', '.join(arg_exprs)})"
-        uses = self.local_uses([names[t] for t in inputs])
         targets = [self.fresh() for _ in outputs]
+        if op in self.side_ops and guard is None and absorbed is None and not self.check_outputs:
+            call = f"_side.submit({', '.join([self.bind_kernel(kernel), *arg_exprs])})"
+            self.side_values.append((targets[0], op))
+        else:
+            call = f"{self.bind_kernel(kernel)}({', '.join(arg_exprs)})"
+        uses = self.local_uses([names[t] for t in inputs])
         if guard is not None:
             condition, guard_uses = guard
             uses = uses + self.local_uses(guard_uses)
@@ -326,11 +332,14 @@ class Emitter:
         names = [self.names[t] for t in group.inputs]
         args = [f"{n}.read()" if t.dtype is not None and t.dtype.is_ref else n
                 for t, n in zip(group.inputs, names)]
-        call = f"{fn}({', '.join(args)})"
+        side = group in self.side_ops and not self.check_outputs
+        call = f"_side.submit({', '.join([fn, *args])})" if side else f"{fn}({', '.join(args)})"
         if not group.outputs:
             block.add(call, uses=self.local_uses(names), op=group)
             return
         targets = [self.fresh() for _ in group.outputs]
+        if side:
+            self.side_values.append((targets[0], group))
         block.add(f"{', '.join(targets)} = {call}", defs=targets, uses=self.local_uses(names), op=group)
         for t, var in zip(group.outputs, targets):
             self.names[t] = var
@@ -362,8 +371,10 @@ class Plan:
     without it they are built when the plan is compiled."""
 
     def __init__(self, compiled: CompiledFunction, num_ops: int,
-                 upgrades: Sequence[tuple[str, Tiered]] = (), tier_up: Callable[[Plan], None] | None = None):
+                 upgrades: Sequence[tuple[str, Tiered]] = (), tier_up: Callable[[Plan], None] | None = None,
+                 side_tasks: Callable[[], SideRunner] | None = None):
         self._compiled = compiled
+        self._side_tasks = side_tasks
         self._fn = compiled.fn
         self.source = compiled.source
         self.num_ops = num_ops
@@ -391,18 +402,33 @@ class Plan:
             if self.calls == 2:
                 tier_up, self._tier_up = self._tier_up, None
                 tier_up(self)
+        side = self._side_tasks() if self._side_tasks is not None else None
         try:
             with np.errstate(all="ignore"):
-                values: tuple[Any, ...] = self._fn(feed_values)
+                values: tuple[Any, ...] = self._fn(feed_values) if side is None else self._fn(feed_values, side)
                 return values
-        except GradregError:
-            raise
-        except Exception as exc:
+        except BaseException as exc:
+            if side is not None:
+                side.cancel()      # the tasks still waiting are dropped; the running one is waited for
+            if isinstance(exc, GradregError) or not isinstance(exc, Exception):
+                raise
             op = self._compiled.failing_op(exc)
             if op is None:
                 raise
             raise ExecutionError(f"{describe_node(op.name, op.type)}: {type(exc).__name__}: {exc}",
                                  op.name, op.type) from exc
+
+
+class SideRunner(Protocol):
+    """A plan call's runner of side tasks (gradreg.backends.threads.SideTasks): ``submit``
+    runs ``fn(*args)`` now or hands it off, ``take`` gives its value, ``cancel`` drops the
+    rest when the call fails."""
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+    def take(self, value: Any) -> Any: ...
+
+    def cancel(self) -> None: ...
 
 
 def build_quietly(tiered: Tiered) -> Callable[..., Any] | None:
@@ -420,8 +446,10 @@ class PlanCompiler:
     (kernel tables ("numpy",), no fusion) and numba (("numba", "numpy") and its fuser)."""
 
     def __init__(self, context: KernelContext, kernel_tables: Sequence[str] = ("numpy",), fuse: Fuser | None = None,
-                 check_outputs: bool = False, tier_up: Callable[[Plan], None] | None = None):
+                 check_outputs: bool = False, tier_up: Callable[[Plan], None] | None = None,
+                 side_tasks: Callable[[], SideRunner] | None = None):
         self.context = context
+        self.side_tasks = side_tasks
         self.kernel_tables = tuple(kernel_tables)
         self.fuse = fuse
         self.check_outputs = check_outputs
@@ -429,15 +457,17 @@ class PlanCompiler:
 
     def compile(self, fetches: Sequence[Tensor | Operation], feeds: Sequence[Tensor]) -> Plan:
         return compile_plan(fetches, feeds, self.context, self.kernel_tables, self.fuse, self.check_outputs,
-                            self.tier_up)
+                            self.tier_up, self.side_tasks)
 
 
 def compile_plan(fetches: Sequence[Tensor | Operation], feeds: Sequence[Tensor], ctx: KernelContext,
                  kernel_tables: Sequence[str] = ("numpy",), fuse: Fuser | None = None,
-                 check_outputs: bool = False, tier_up: Callable[[Plan], None] | None = None) -> Plan:
+                 check_outputs: bool = False, tier_up: Callable[[Plan], None] | None = None,
+                 side_tasks: Callable[[], SideRunner] | None = None) -> Plan:
     """Compile a plan computing ``fetches`` (tensor values; None for operations) from ``feeds``,
     with kernels from ``kernel_tables`` (tried in order) and ``fuse`` grouping elementwise ops;
-    ``tier_up`` starts building the plan's Tiered kernels when it is reused (see Plan)."""
+    ``tier_up`` starts building the plan's Tiered kernels when it is reused (see Plan);
+    ``side_tasks`` makes the runner of a call's side tasks (see side_candidates)."""
     fed = set(feeds)
     fetch_ops = []
     for f in fetches:
@@ -466,12 +496,69 @@ def compile_plan(fetches: Sequence[Tensor | Operation], feeds: Sequence[Tensor],
             items = fuse(order, fed, keep, ctx)
         else:
             items = list(order)
+        if side_tasks is not None:
+            emitter.side_ops = side_candidates(items)
+            items = side_first(items, emitter.side_ops)
         for item in items:
             if isinstance(item, Operation):
                 emitter.emit_op(body, item)
             else:
                 emitter.emit_fused(body, item)
-    return finish_plan(emitter, body, fetches, len(ops), tier_up)
+    return finish_plan(emitter, body, fetches, len(ops), tier_up, side_tasks)
+
+
+# A side chain is at most this many items long (from the item to the fetch it ends in).
+SIDE_CHAIN = 4
+
+
+def side_candidates(items: Sequence[Any]) -> set[Any]:
+    """The plan's items (nodes, fused groups) that may run as side tasks, beside the others:
+    pure ones with one numeric output, on a short chain (at most SIDE_CHAIN items) of such
+    items that nothing else in the plan reads and that ends in a fetch. In a training step
+    these are the weight gradients and the reductions into them (a CNN's
+    Conv2DBackpropFilter, a third of the step; the Sums of a frozen batch norm's parameter
+    gradients), which nothing waits for while the long chain of input gradients goes on. (A
+    plan's last few items are such a chain too: the worker and the calling thread then take
+    them in turn.)"""
+    readers: dict[Tensor, list[Any]] = {}
+    for item in items:
+        for t in item.inputs:
+            readers.setdefault(t, []).append(item)
+    height: dict[Any, int] = {}      # the longest chain of readers after an item
+    found: set[Any] = set()
+    for item in reversed(items):
+        after = [r for t in item.outputs for r in readers.get(t, ())]
+        height[item] = 1 + max((height[r] for r in after), default=-1)
+        if len(item.outputs) != 1 or height[item] >= SIDE_CHAIN or not all(r in found for r in after):
+            continue
+        if isinstance(item, Operation):
+            definition = item.definition
+            if definition is None or definition.stateful or item.control_inputs:
+                continue
+        if all(t.dtype is not None and t.dtype.kind in _FOLDABLE_KINDS and not t.dtype.is_ref
+               for t in (*item.inputs, *item.outputs)):
+            found.add(item)
+    return found
+
+
+def side_first(items: Sequence[Any], side: set[Any]) -> list[Any]:
+    """``items`` with each side item moved up to just after the producers of its inputs: the
+    worker gets it as soon as it can run, and its inputs (a gradient the sequential order would
+    reduce only at the end, for a frozen batch norm's parameters) are released that much
+    sooner. The others keep their order."""
+    order: list[Any] = []
+    for item in items:
+        if item not in side:
+            order.append(item)
+            continue
+        wanted = set(item.inputs)
+        at = 0
+        for i in range(len(order) - 1, -1, -1):
+            if any(t in wanted for t in order[i].outputs):
+                at = i + 1
+                break
+        order.insert(at, item)
+    return order
 
 
 def _output_checker(op: Operation) -> Callable[[Sequence[Any]], None]:
@@ -498,8 +585,11 @@ def _tensors_checker(op: Any, tensors: Sequence[Tensor]) -> Callable[[Sequence[A
 
 
 def finish_plan(emitter: Emitter, body: Block, fetches: Sequence[Tensor | Operation], num_ops: int,
-                tier_up: Callable[[Plan], None] | None = None) -> Plan:
+                tier_up: Callable[[Plan], None] | None = None,
+                side_tasks: Callable[[], SideRunner] | None = None) -> Plan:
     """Add the return statement, release each variable after its last use, compile."""
+    for var, op in emitter.side_values:   # each side task's value (its error raised here, naming the node)
+        body.add(f"{var} = _side.take({var})", defs=[var], uses=[var], op=op)
     returned = [emitter.names[f] if isinstance(f, Tensor) else "None" for f in fetches]
     # A fetched ref (a variable) gives its value; a fetched constant array a copy (the plan keeps its own).
     values = [f"{name}.read()" if isinstance(f, Tensor) and f.dtype is not None and f.dtype.is_ref
@@ -507,4 +597,7 @@ def finish_plan(emitter: Emitter, body: Block, fetches: Sequence[Tensor | Operat
               for f, name in zip(fetches, returned)]
     body.add(f"return ({', '.join(values)}{',' if values else ''})", uses=emitter.local_uses(returned))
     insert_releases(body, keep=set(returned))
-    return Plan(CompiledFunction("_plan", "_feeds", body, emitter.globals), num_ops, emitter.upgrades, tier_up)
+    if not emitter.side_values:
+        return Plan(CompiledFunction("_plan", "_feeds", body, emitter.globals), num_ops, emitter.upgrades, tier_up)
+    return Plan(CompiledFunction("_plan", "_feeds, _side", body, emitter.globals), num_ops, emitter.upgrades,
+                tier_up, side_tasks)

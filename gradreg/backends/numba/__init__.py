@@ -10,7 +10,7 @@ fused groups' run-time dispatch), jit (when kernels are built), cache (generated
 numba's code on disk)."""
 from __future__ import annotations
 
-from gradreg.backends import memory
+from gradreg.backends import memory, threads
 from gradreg.backends.numba import jit
 from gradreg.backends.numba.description import numba_available
 from gradreg.backends.numba.grouping import fuse
@@ -29,7 +29,8 @@ def create_executor(context: KernelContext, check_outputs: bool = False) -> Plan
     # Background: numba kernels are built when a plan is reused, NumPy's serving meanwhile (jit).
     tier_up = jit.tier_up if jit.mode() == "background" else None
     memory.retain_freed_memory()
-    return PlanCompiler(context, KERNEL_TABLES, fuse=fuse, check_outputs=check_outputs, tier_up=tier_up)
+    return PlanCompiler(context, KERNEL_TABLES, fuse=fuse, check_outputs=check_outputs, tier_up=tier_up,
+                        side_tasks=threads.SideTasks)
 
 
 BACKEND = Backend("numba", create_executor, available=numba_available, priority=10,

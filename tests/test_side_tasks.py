@@ -1,0 +1,202 @@
+"""Side tasks (gradreg.backends.threads.SideTasks, gradreg.runtime.plan.side_candidates): nodes whose
+value only other side nodes or the fetches read (a CNN's weight gradients) run on the spinning pool's
+worker while the plan goes on. The values are those of running them in order; a failing side node is
+named in the error, as any other; the worker is let go after every call, failed or not; a call that
+cannot have the worker runs them in place."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import gradreg as gr
+from gradreg.backends import threads
+from gradreg.errors import ExecutionError
+from gradreg.runtime.plan import side_candidates
+
+pytest.importorskip("numba")
+pytestmark = pytest.mark.skipif(threads.CORES < 2, reason="one core: no side worker")
+
+
+@pytest.fixture
+def side_on(monkeypatch):
+    """The side worker on for every task, whatever else runs on this machine; the tasks counted."""
+    if threads._spinning() is None:
+        pytest.skip("the spinning pool is switched off here (GRADREG_SPIN=0)")
+    monkeypatch.delenv("GRADREG_THREADS", raising=False)
+    monkeypatch.setattr(threads, "free_cores", lambda: 2.0)
+    monkeypatch.setattr(threads, "SIDE_MIN_BYTES", 0)
+    counts = {"deferred": 0, "inline": 0, "worker": 0}
+    submit, run = threads.SideTasks.submit, threads.Deferred.run
+
+    def counting_submit(self, fn, *args):
+        value = submit(self, fn, *args)
+        counts["deferred" if type(value) is threads.Deferred else "inline"] += 1
+        return value
+
+    def counting_run(self):
+        if threading.current_thread().name.startswith("gradreg-kernel"):
+            counts["worker"] += 1
+        run(self)
+    monkeypatch.setattr(threads.SideTasks, "submit", counting_submit)
+    monkeypatch.setattr(threads.Deferred, "run", counting_run)
+    yield counts
+    assert threads._side_workers == 0 and not threads._spinning().lock.locked()   # let go after each call
+
+
+def _session(g):
+    """A numba Session without output checks (tests/conftest.py turns them on; they keep every
+    node in place)."""
+    return gr.Session(g, backend="numba", check_outputs=False)
+
+
+def _weight_gradients_graph(seed=0):
+    """Two dense layers: the weight gradients (and the Sum chain of a bias gradient) are side
+    nodes; the input gradient is not."""
+    rng = np.random.default_rng(seed)
+    g = gr.Graph()
+    with g.as_default():
+        x = gr.placeholder(gr.float64, [None, 64], name="x")
+        w1 = gr.constant(rng.normal(size=(64, 96)), name="w1")
+        b1 = gr.constant(rng.normal(size=(96,)), name="b1")
+        w2 = gr.constant(rng.normal(size=(96, 8)), name="w2")
+        h = gr.tanh(gr.matmul(x, w1) + b1)
+        loss = gr.reduce_sum(gr.square(gr.matmul(h, w2)))
+        grads = gr.gradients(loss, [x, w1, b1, w2])
+    return g, x, loss, grads, rng.normal(size=(256, 64))
+
+
+def _handwritten(g, x_value):
+    w1, b1, w2 = (g.get_tensor_by_name(n).op.get_attr("value") for n in ("w1:0", "b1:0", "w2:0"))
+    w1, b1, w2 = (np.asarray(v) for v in (w1, b1, w2))
+    z = x_value @ w1 + b1
+    h = np.tanh(z)
+    y = h @ w2
+    dy = 2 * y
+    dh = dy @ w2.T
+    dz = dh * (1 - h ** 2)
+    return [np.sum(y ** 2), dz @ w1.T, x_value.T @ dz, dz.sum(0), h.T @ dy]
+
+
+def test_weight_gradients_run_on_the_worker_with_the_values_of_running_in_order(side_on):
+    g, x, loss, grads, x_value = _weight_gradients_graph()
+    session = _session(g)
+    for _ in range(3):
+        got = session.run([loss, *grads], {x: x_value})
+        for value, want in zip(got, _handwritten(g, x_value)):
+            np.testing.assert_allclose(value, want, rtol=1e-10, atol=1e-10)
+    assert side_on["deferred"] > 0 and side_on["worker"] + side_on["deferred"] > 0
+    threads.SIDE_MIN_BYTES = 1 << 60           # every node in place (monkeypatch restores it)
+    in_place = _session(g).run([loss, *grads], {x: x_value})
+    for a, b in zip(got, in_place):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+
+
+def test_side_candidates_are_short_fetched_chains_of_pure_nodes():
+    g, x, loss, grads, _ = _weight_gradients_graph()
+    from gradreg.model.traversal import needed_ops, topological_order
+    fetch_ops = [t.op for t in [loss, *grads]]
+    items = topological_order(needed_ops(fetch_ops, {x}), "plan")
+    side = side_candidates(items)
+    names = {op.name for op in side}
+    dx, dw1, db1, dw2 = (t.op for t in grads)
+    assert {dw1, dw2, db1, dx} <= side
+    forward = [op for op in items if op.type in ("MatMul", "Tanh") and not op.name.startswith("gradients")]
+    assert len(forward) == 3 and not side & set(forward)
+    # a side node is read only by side nodes: nothing outside waits for the worker
+    for op in items:
+        if op not in side:
+            assert not any(i.op in side for i in op.inputs), (op.name, names)
+
+
+def test_an_error_in_a_side_task_names_its_node_and_the_worker_is_let_go(side_on):
+    g = gr.Graph()
+    with g.as_default():
+        a = gr.placeholder(gr.float64, None, name="a")
+        b = gr.placeholder(gr.float64, None, name="b")
+        product = gr.matmul(a, b, name="bad_product")      # fetched, read by nothing: a side node
+        total = gr.reduce_sum(a, name="total")
+    session = _session(g)
+    with pytest.raises(ExecutionError, match="bad_product"):
+        session.run([total, product], {a: np.ones((300, 200)), b: np.ones((300, 200))})
+    assert side_on["deferred"] >= 1
+    value, = session.run([product], {a: np.ones((3, 2)), b: np.ones((2, 4))})   # the next call works
+    np.testing.assert_array_equal(value, np.full((3, 4), 2.0))
+
+
+def test_a_failing_main_node_drops_the_waiting_side_tasks(side_on):
+    g = gr.Graph()
+    with g.as_default():
+        a = gr.placeholder(gr.float64, None, name="a")
+        c = gr.placeholder(gr.float64, None, name="c")
+        side = gr.matmul(a, a, transpose_b=True, name="side_product")
+        bad = gr.matmul(c, c, name="bad_main")             # read by the fetched sum: not a side node
+        out = gr.reduce_sum(bad, name="out")
+    session = _session(g)
+    with pytest.raises(ExecutionError, match="bad_main"):
+        session.run([side, out], {a: np.ones((200, 200)), c: np.ones((3, 2))})
+    value, _ = session.run([side, out], {a: np.ones((2, 2)), c: np.ones((2, 2))})
+    np.testing.assert_array_equal(value, np.full((2, 2), 2.0))
+
+
+def test_without_a_second_free_core_side_nodes_run_in_place(monkeypatch, side_on):
+    monkeypatch.setattr(threads, "free_cores", lambda: 1.0)
+    g, x, loss, grads, x_value = _weight_gradients_graph(1)
+    got = _session(g).run([loss, *grads], {x: x_value})
+    for value, want in zip(got, _handwritten(g, x_value)):
+        np.testing.assert_allclose(value, want, rtol=1e-10, atol=1e-10)
+    assert side_on["deferred"] == 0 and side_on["inline"] > 0
+
+
+def test_two_sessions_in_two_threads_share_the_worker(side_on):
+    g, x, loss, grads, x_value = _weight_gradients_graph(2)
+    want = _handwritten(g, x_value)
+    session = _session(g)
+    failures = []
+
+    def work():
+        try:
+            for _ in range(20):
+                for value, expected in zip(session.run([loss, *grads], {x: x_value}), want):
+                    np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
+        except Exception as exc:   # reported below
+            failures.append(exc)
+    workers = [threading.Thread(target=work) for _ in range(2)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert failures == []
+
+
+def test_a_task_reading_another_waits_for_it_and_an_error_is_raised_once(monkeypatch):
+    monkeypatch.setattr(threads, "SIDE_MIN_BYTES", 0)
+    side = threads.SideTasks()
+    side.held, side.pool = True, None          # queue only: this thread runs every task at take
+    first = side.submit(lambda v: v * 2, np.arange(3))
+    second = side.submit(lambda v: v + 1, first)
+    assert type(first) is threads.Deferred and type(second) is threads.Deferred
+    side.finish()
+    np.testing.assert_array_equal(side.take(second), [1, 3, 5])
+    failing = threads.SideTasks()
+    failing.held, failing.pool = True, None
+    bad = failing.submit(lambda v: 1 / 0, np.zeros(1))
+    after = failing.submit(lambda v: v, bad)
+    failing.finish()
+    with pytest.raises(ZeroDivisionError):
+        failing.take(bad)
+    with pytest.raises(ZeroDivisionError):
+        failing.take(after)
+
+
+def test_check_outputs_keeps_every_node_in_place(side_on):
+    g, x, loss, grads, x_value = _weight_gradients_graph(3)
+    checked = gr.Session(g, backend="numba", check_outputs=True)
+    assert "_side" not in checked.plan_for([loss, *grads], [x]).source
+    session = _session(g)
+    plan = session.plan_for([loss, *grads], [x])
+    assert "_side.submit(" in plan.source and "_side.take(" in plan.source
+    for value, want in zip(session.run([loss, *grads], {x: x_value}), _handwritten(g, x_value)):
+        np.testing.assert_allclose(value, want, rtol=1e-10, atol=1e-10)
+    assert side_on["deferred"] > 0
