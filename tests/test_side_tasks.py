@@ -25,6 +25,7 @@ def side_on(monkeypatch):
     if threads._spinning() is None:
         pytest.skip("the spinning pool is switched off here (GRADREG_SPIN=0)")
     monkeypatch.delenv("GRADREG_THREADS", raising=False)
+    monkeypatch.setenv("GRADREG_SIDE_TASKS", "on")          # not tried both ways: always on
     monkeypatch.setattr(threads, "free_cores", lambda: 2.0)
     monkeypatch.setattr(threads, "SIDE_MIN_BYTES", 0)
     counts = {"deferred": 0, "inline": 0, "worker": 0}
@@ -200,3 +201,40 @@ def test_check_outputs_keeps_every_node_in_place(side_on):
     for value, want in zip(session.run([loss, *grads], {x: x_value}), _handwritten(g, x_value)):
         np.testing.assert_allclose(value, want, rtol=1e-10, atol=1e-10)
     assert side_on["deferred"] > 0
+
+
+def test_a_plan_tries_its_calls_both_ways_and_keeps_the_faster(monkeypatch, side_on):
+    monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
+    import gradreg.runtime.plan as plan_module
+    g, x, loss, grads, x_value = _weight_gradients_graph(4)
+    session = _session(g)
+    plan = session.plan_for([loss, *grads], [x])
+    plan._installed = len(plan.upgrades)                  # as if its compiled kernels were in
+    # with side tasks, each call takes 5 ms longer: the plan keeps them off
+    submit = threads.SideTasks.submit
+
+    def slow_submit(self, fn, *args):
+        import time
+        time.sleep(0.005)
+        return submit(self, fn, *args)
+    monkeypatch.setattr(threads.SideTasks, "submit", slow_submit)
+    want = _handwritten(g, x_value)
+    for _ in range(2 * plan_module.SIDE_TRIALS):
+        assert plan._side_on is None
+        for value, expected in zip(plan([x_value]), want):
+            np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
+    assert plan._side_on is False
+    assert [len(t) for t in plan._side_times] == [plan_module.SIDE_TRIALS] * 2
+    before = side_on["deferred"]
+    plan([x_value])
+    assert side_on["deferred"] == before                 # off from now on
+
+
+def test_gradreg_side_tasks_off_runs_every_node_in_place(monkeypatch, side_on):
+    monkeypatch.setenv("GRADREG_SIDE_TASKS", "off")
+    g, x, loss, grads, x_value = _weight_gradients_graph(5)
+    session = _session(g)
+    for _ in range(3):
+        for value, expected in zip(session.run([loss, *grads], {x: x_value}), _handwritten(g, x_value)):
+            np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
+    assert side_on["deferred"] == 0 and side_on["inline"] == 0

@@ -133,6 +133,13 @@ def _distribution(site: pathlib.Path, dirname: str, name: str, version: str, ent
     (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
 
 
+def _standard_finders(monkeypatch):
+    """Only the standard finder on sys.meta_path (other tests may leave one that finds
+    distributions of its own, which leaves discovery to importlib.metadata)."""
+    from importlib.machinery import PathFinder
+    monkeypatch.setattr(sys, "meta_path", [PathFinder])
+
+
 def _as_rows(found: list[discovery.EntryPoint]) -> list[tuple[str, ...]]:
     return sorted((e.name, e.value, e.group, e.distribution, e.version) for e in found)
 
@@ -171,6 +178,7 @@ def test_discovery_reads_dist_info_and_egg_info_as_importlib_does(tmp_path, monk
         three = other.three
     """)
     (second / "plain-1.0.dist-info").mkdir()          # no entry points at all
+    _standard_finders(monkeypatch)
     monkeypatch.setattr(sys, "path", [str(first), str(second), str(tmp_path / "missing")])
     scanned = discovery._scan("demo.group")
     assert _as_rows(scanned) == _as_rows(discovery._from_importlib("demo.group"))
@@ -188,6 +196,7 @@ def test_an_entry_point_loads_its_object(tmp_path, monkeypatch):
         thing = demo_ep:Thing.attr
         module = demo_ep
     """)
+    _standard_finders(monkeypatch)
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
     loaded = {e.name: e.load() for e in discovery.entry_points("demo.group")}
     assert loaded["thing"] == 42 and loaded["module"].Thing.attr == 42
@@ -201,6 +210,7 @@ def test_a_malformed_line_in_the_group_is_an_error_naming_the_file(tmp_path, mon
         [demo.group]
         no equals sign here
     """)
+    _standard_finders(monkeypatch)
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
     with pytest.raises(PluginError, match=r"bad-1\.0\.dist-info.*no equals sign here"):
         discovery.entry_points("demo.group")
@@ -209,6 +219,7 @@ def test_a_malformed_line_in_the_group_is_an_error_naming_the_file(tmp_path, mon
 def test_a_zip_on_sys_path_leaves_discovery_to_importlib_metadata(tmp_path, monkeypatch):
     archive = tmp_path / "packages.zip"
     archive.write_bytes(b"PK\x05\x06" + bytes(18))     # an empty zip archive
+    _standard_finders(monkeypatch)
     monkeypatch.setattr(sys, "path", [str(archive), *sys.path])
     assert discovery._scan("gradreg.plugins") is None
     assert _as_rows(discovery.entry_points("gradreg.plugins")) == _as_rows(discovery._from_importlib("gradreg.plugins"))
@@ -220,3 +231,32 @@ def test_dtype_table_is_unchanged_by_lazy_ml_dtypes():
         dtype = gradreg.dtypes.as_dtype(name)
         assert dtype.storage == np.dtype(getattr(ml_dtypes, name))
         assert gradreg.dtypes.as_dtype(dtype.storage) is dtype
+
+
+def test_importlib_metadatas_failure_on_a_malformed_file_is_a_plugin_error(tmp_path, monkeypatch):
+    archive = tmp_path / "packages.zip"
+    archive.write_bytes(b"PK\x05\x06" + bytes(18))
+    _distribution(tmp_path, "bad-1.0.dist-info", "bad", "1.0", """
+        [demo.group]
+        no equals sign here
+    """)
+    _standard_finders(monkeypatch)
+    monkeypatch.setattr(sys, "path", [str(archive), str(tmp_path)])
+    with pytest.raises(PluginError, match="entry points"):
+        discovery.entry_points("demo.group")
+
+
+def test_the_importlib_metadata_backports_finder_keeps_the_fast_scan(monkeypatch):
+    backport = pytest.importorskip("importlib_metadata")
+    finder = getattr(backport, "MetadataPathFinder", None)
+    if finder is None:
+        pytest.skip("this importlib_metadata has no MetadataPathFinder")
+    from importlib.machinery import PathFinder
+    monkeypatch.setattr(sys, "meta_path", [PathFinder, finder()])
+    assert discovery._scan("gradreg.plugins") is not None
+
+    class Other:
+        def find_distributions(self, context=None):
+            return iter(())
+    monkeypatch.setattr(sys, "meta_path", [PathFinder, Other()])
+    assert discovery._scan("gradreg.plugins") is None

@@ -6,8 +6,9 @@ costs 50-65 ms, a tenth of what ``gradreg inspect`` may take. Where sys.path hol
 directories and no import hook of its own finds distributions, the same answer comes from
 reading each ``*.dist-info`` / ``*.egg-info`` directory's ``entry_points.txt``, in sys.path
 order, the first distribution of a (normalized) name winning, as ``importlib.metadata`` does;
-anywhere else (a zip or an egg on sys.path, a finder that finds distributions) the work is
-handed to ``importlib.metadata`` itself. tests/test_entry_point_discovery.py checks the two agree.
+anywhere else (a zip or an egg on sys.path, a finder of its own that finds distributions; the
+importlib_metadata backport's, which dask installs, is the standard one's twin) the work is
+handed to ``importlib.metadata`` itself. tests/test_start_up.py checks the two agree.
 """
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def _scan(group: str) -> list[EntryPoint] | None:
     """The entry points read from the metadata directories on sys.path, or None when sys.path
     or the import hooks are such that only importlib.metadata can be trusted to find them."""
     from importlib.machinery import PathFinder
-    if any(finder is not PathFinder and hasattr(finder, "find_distributions") for finder in sys.meta_path):
+    if any(finder is not PathFinder and hasattr(finder, "find_distributions") and not _path_finder_alike(finder)
+           for finder in sys.meta_path):
         return None
     found: list[EntryPoint] = []
     seen: set[str] = set()
@@ -75,6 +77,13 @@ def _scan(group: str) -> list[EntryPoint] | None:
             seen.add(key)
             found.extend(_read_entry_points(info, group))
     return found
+
+
+def _path_finder_alike(finder: object) -> bool:
+    """The importlib_metadata backport's finder, which importing dask (among others) puts on
+    sys.meta_path: it finds the distributions on sys.path as the standard one does."""
+    kind = type(finder)
+    return kind.__module__.split(".")[0] == "importlib_metadata" and kind.__qualname__ == "MetadataPathFinder"
 
 
 def _metadata_directories(root: str) -> Iterator[str]:
@@ -137,7 +146,12 @@ def _from_importlib(group: str) -> list[EntryPoint]:
 
     found = []
     described: dict[int, tuple[str, str]] = {}   # METADATA is parsed anew on each read: once per distribution
-    for ep in importlib.metadata.entry_points(group=group):
+    try:
+        listed = importlib.metadata.entry_points(group=group)
+    except Exception as exc:    # a malformed entry_points.txt somewhere on sys.path
+        raise PluginError(f"cannot read the installed distributions' entry points: {type(exc).__name__}: {exc}") \
+            from exc
+    for ep in listed:
         dist = getattr(ep, "dist", None)
         if id(dist) not in described:
             metadata = getattr(dist, "metadata", None) if dist is not None else None

@@ -27,6 +27,9 @@ generated code (neither folded nor absorbing).
 from __future__ import annotations
 
 import itertools
+import os
+import statistics
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -375,6 +378,12 @@ class Plan:
                  side_tasks: Callable[[], SideRunner] | None = None):
         self._compiled = compiled
         self._side_tasks = side_tasks
+        # Side tasks on (True), off (False) or being tried both ways (None): see _side_runner.
+        mode = os.environ.get("GRADREG_SIDE_TASKS", "auto").strip().lower()
+        self._side_on: bool | None = True if mode == "on" else False if mode == "off" else None
+        self._side_times: tuple[list[float], list[float]] = ([], [])   # seconds of calls without, with
+        self._installed = 0
+        self._runs = 0
         self._fn = compiled.fn
         self.source = compiled.source
         self.num_ops = num_ops
@@ -388,6 +397,31 @@ class Plan:
         """Swap the kernel bound to ``name`` (a plan reads its kernels at each call, so a
         plan running in another thread picks it up at its next node)."""
         self._fn.__globals__[name] = kernel
+        self._installed += 1
+
+    def _side_runner(self) -> tuple[SideRunner, tuple[bool, float] | None]:
+        """This call's side-task runner, and (whether side tasks are on, start time) while
+        they are being tried: once the plan's compiled kernels are in (or after SIDE_WARMUP
+        calls), its calls alternate with and without them, SIDE_TRIALS each, and the faster
+        way stays. Which is faster depends on the graph: two threads taking turns with the
+        GIL, against one thread splitting its large kernels with the other (a float64
+        ResNet's filter gradients are too large to queue, and its products split well)."""
+        assert self._side_tasks is not None
+        on = self._side_on
+        self._runs += 1
+        if on is not None:
+            return (self._side_tasks() if on else IN_PLACE), None
+        if self._installed < len(self.upgrades) and self._runs <= SIDE_WARMUP:
+            return self._side_tasks(), None
+        without, with_side = self._side_times
+        trying = len(with_side) <= len(without)
+        return (self._side_tasks() if trying else IN_PLACE), (trying, time.perf_counter())
+
+    def _side_tried(self, on: bool, start: float) -> None:
+        without, with_side = self._side_times
+        (with_side if on else without).append(time.perf_counter() - start)
+        if len(without) >= SIDE_TRIALS and len(with_side) >= SIDE_TRIALS and self._side_on is None:
+            self._side_on = statistics.median(with_side) < statistics.median(without)
 
     def build_upgrades(self) -> None:
         """Build every upgrade now, in this thread (a failing build keeps the initial kernel)."""
@@ -402,11 +436,13 @@ class Plan:
             if self.calls == 2:
                 tier_up, self._tier_up = self._tier_up, None
                 tier_up(self)
-        side = self._side_tasks() if self._side_tasks is not None else None
+        side, trial = self._side_runner() if self._side_tasks is not None else (None, None)
         try:
             with np.errstate(all="ignore"):
                 values: tuple[Any, ...] = self._fn(feed_values) if side is None else self._fn(feed_values, side)
-                return values
+            if trial is not None:
+                self._side_tried(*trial)
+            return values
         except BaseException as exc:
             if side is not None:
                 side.cancel()      # the tasks still waiting are dropped; the running one is waited for
@@ -417,6 +453,31 @@ class Plan:
                 raise
             raise ExecutionError(f"{describe_node(op.name, op.type)}: {type(exc).__name__}: {exc}",
                                  op.name, op.type) from exc
+
+
+# A plan with side tasks tries its calls this many times each way, with and without them, once
+# its compiled kernels are in or after SIDE_WARMUP calls (GRADREG_SIDE_TASKS=on|off decides).
+SIDE_TRIALS = 6
+SIDE_WARMUP = 30
+
+
+class _InPlace:
+    """The side-task runner of a call without side tasks: every task runs where it is."""
+
+    @staticmethod
+    def submit(fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    @staticmethod
+    def take(value: Any) -> Any:
+        return value
+
+    @staticmethod
+    def cancel() -> None:
+        pass
+
+
+IN_PLACE = _InPlace()
 
 
 class SideRunner(Protocol):
