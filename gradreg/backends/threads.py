@@ -453,9 +453,11 @@ def _spinning() -> _SpinPool | None:
 
 
 def _forget_pools() -> None:
-    """In a forked child: the parent's workers do not exist there; new pools start on use."""
-    global _pool, _spin_pool, _placement
+    """In a forked child: the parent's workers do not exist there; new pools start on use (and
+    no side worker is held there, whatever the parent's calls held)."""
+    global _pool, _spin_pool, _placement, _side_workers
     _pool = _spin_pool = _placement = None
+    _side_workers = 0
 
 
 if hasattr(os, "register_at_fork"):
