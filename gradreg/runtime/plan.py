@@ -606,19 +606,23 @@ def side_first(items: Sequence[Any], side: set[Any]) -> list[Any]:
     """``items`` with each side item moved up to just after the producers of its inputs: the
     worker gets it as soon as it can run, and its inputs (a gradient the sequential order would
     reduce only at the end, for a frozen batch norm's parameters) are released that much
-    sooner. The others keep their order."""
-    order: list[Any] = []
+    sooner. The others keep their order (no other item reads a side item)."""
+    others: list[Any] = []
+    placed: dict[int, list[Any]] = {}      # index in ``others`` (-1: before them) -> side items after it
+    slot: dict[Tensor, int] = {}           # tensor -> the index after which it is available
     for item in items:
-        if item not in side:
-            order.append(item)
-            continue
-        wanted = set(item.inputs)
-        at = 0
-        for i in range(len(order) - 1, -1, -1):
-            if any(t in wanted for t in order[i].outputs):
-                at = i + 1
-                break
-        order.insert(at, item)
+        if item in side:
+            at = max((slot.get(t, -1) for t in item.inputs), default=-1)
+            placed.setdefault(at, []).append(item)
+        else:
+            others.append(item)
+            at = len(others) - 1
+        for t in item.outputs:
+            slot[t] = at
+    order = list(placed.get(-1, ()))
+    for i, item in enumerate(others):
+        order.append(item)
+        order.extend(placed.get(i, ()))
     return order
 
 
