@@ -180,6 +180,10 @@ def test_a_task_reading_another_waits_for_it_and_an_error_is_raised_once(monkeyp
     assert type(first) is threads.Deferred and type(second) is threads.Deferred
     side.finish()
     np.testing.assert_array_equal(side.take(second), [1, 3, 5])
+    late = threads.SideTasks()
+    late.held, late.pool = True, None
+    left = late.submit(lambda v: v - 1, np.arange(2))      # never run by a finish: take runs it
+    np.testing.assert_array_equal(late.take(left), [-1, 0])
     failing = threads.SideTasks()
     failing.held, failing.pool = True, None
     bad = failing.submit(lambda v: 1 / 0, np.zeros(1))

@@ -620,6 +620,8 @@ class SideTasks:
             self.finish()       # the first take: every task has run, the worker is let go
         if type(value) is not Deferred:
             return value
+        if not value.done:      # never left unrun, whatever the order of the plan's lines
+            value.run()
         if value.error is not None:
             raise value.error
         return value.value
