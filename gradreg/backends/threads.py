@@ -380,23 +380,12 @@ class _SpinPool:
         if parts - 1 > self.workers or not self.lock.acquire(blocking=False):
             return None
         try:
-            state, slot = self.state, self.SLOT
-            posted = []
-            for w in range(parts - 1):
-                base = w * slot
-                self.tasks[w] = (fn, w + 1)
-                number = int(state[base]) + 1
-                self.publish(state, base, number)
-                if state[base + 2]:
-                    with self.wakeups[w]:
-                        self.wakeups[w].notify()
-                posted.append(number)
+            posted = [self.post(fn, w, w + 1) for w in range(parts - 1)]
             try:
                 first = fn(0)
             finally:
                 for w, number in enumerate(posted):
-                    while not self.wait_change(state, w * slot + 1, number - 1, self.spins):
-                        time.sleep(0.00002)     # a worker descheduled for long: stop spinning
+                    self.wait_posted(number, w)
             out = [first]
             for w in range(parts - 1):
                 ok, value = self.results[w]
@@ -408,25 +397,24 @@ class _SpinPool:
         finally:
             self.lock.release()
 
-
-    def post(self, fn: Callable[[int], Any]) -> int:
-        """Start ``fn(0)`` on worker 0 and return at once (the caller holds ``lock``, and
-        waits with :meth:`wait_posted` before posting again or releasing it)."""
-        state = self.state
-        self.tasks[0] = (fn, 0)
-        number = int(state[0]) + 1
-        self.publish(state, 0, number)
-        if state[2]:
-            with self.wakeups[0]:
-                self.wakeups[0].notify()
+    def post(self, fn: Callable[[int], Any], w: int = 0, i: int = 0) -> int:
+        """Start ``fn(i)`` on worker ``w`` and return its task number at once (the caller holds
+        ``lock``, and waits with :meth:`wait_posted` before posting to ``w`` again or releasing
+        it)."""
+        state, base = self.state, w * self.SLOT
+        self.tasks[w] = (fn, i)
+        number = int(state[base]) + 1
+        self.publish(state, base, number)
+        if state[base + 2]:
+            with self.wakeups[w]:
+                self.wakeups[w].notify()
         return number
 
-    def wait_posted(self, number: int) -> None:
-        """Wait until worker 0 has finished task ``number`` (its result is dropped: a posted
-        task keeps its own)."""
-        while not self.wait_change(self.state, 1, number - 1, self.spins):
-            time.sleep(0.00002)
-        self.results[0] = None
+    def wait_posted(self, number: int, w: int = 0) -> None:
+        """Wait until worker ``w`` has finished its task ``number`` (its result stays in
+        ``results[w]``)."""
+        while not self.wait_change(self.state, w * self.SLOT + 1, number - 1, self.spins):
+            time.sleep(0.00002)     # a worker descheduled for long: stop spinning
 
 
 _spin_pool: _SpinPool | None = None
@@ -657,6 +645,7 @@ class SideTasks:
                 self.closing = True
                 self.ready.notify()
             pool.wait_posted(self.posted)
+            pool.results[0] = None     # the drain's own result: its tasks keep theirs
         finally:
             _side_workers -= 1
             pool.lock.release()

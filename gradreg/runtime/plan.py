@@ -201,7 +201,7 @@ class Emitter:
         outputs = op.outputs
         if (not outputs or op.definition is None or op.definition.stateful
                 or any(t in self.fed for t in outputs) or not all(t in constants for t in op.inputs)
-                or any(t.dtype is None or t.dtype.kind not in _FOLDABLE_KINDS or t.dtype.is_ref for t in outputs)):
+                or not all(_numeric(t) for t in outputs)):
             return False
         try:
             kernel = resolve_kernel(op, self.ctx, self.kernel_tables)
@@ -355,6 +355,11 @@ class Emitter:
 # constant folding stops at 10 MB; these are shapes, seeds and small tensors).
 FOLD_BYTES = 1 << 20
 _FOLDABLE_KINDS = "fciub"
+
+
+def _numeric(t: Tensor) -> bool:
+    """Whether ``t`` holds a plain numeric array (not a string, resource, variant or ref)."""
+    return t.dtype is not None and t.dtype.kind in _FOLDABLE_KINDS and not t.dtype.is_ref
 
 
 def _plan_constant(value: Any) -> Any:
@@ -596,8 +601,7 @@ def side_candidates(items: Sequence[Any]) -> set[Any]:
             definition = item.definition
             if definition is None or definition.stateful or item.control_inputs:
                 continue
-        if all(t.dtype is not None and t.dtype.kind in _FOLDABLE_KINDS and not t.dtype.is_ref
-               for t in (*item.inputs, *item.outputs)):
+        if all(_numeric(t) for t in (*item.inputs, *item.outputs)):
             found.add(item)
     return found
 
