@@ -84,7 +84,7 @@ def settle(step: Callable[[], object], calls: int = 2) -> None:
     for _ in range(calls):
         step()
     try:
-        from gradreg.backends.numba import wait_for_kernels
+        from gradreg.backends.numba.jit import wait_for_kernels
     except ImportError:
         return
     wait_for_kernels()

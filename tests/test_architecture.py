@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 # Imports forbidden within a layer: the runtime knows backends only through the registry.
 FORBIDDEN_WITHIN_LAYER = [("gradreg.runtime", "gradreg.backends")]
-MAX_FUNCTION_IMPORTS = 10
+MAX_FUNCTION_IMPORTS = 11
 
 
 @dataclass(frozen=True)

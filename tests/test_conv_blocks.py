@@ -184,7 +184,7 @@ def test_compiled_convolution_loops_match_numpy(xs, fs, stride, dilation, paddin
     they are faster) give the NumPy kernels' values, satisfy <dy, conv(x, f)> = <dx, x> =
     <df, f>, and run the forms nn/conv.py chooses, in one thread and shared."""
     pytest.importorskip("numba")
-    from gradreg.backends.numba import wait_for_kernels
+    from gradreg.backends.numba.jit import wait_for_kernels
     rng = np.random.default_rng(3)
     graph = gr.Graph()
     nchw = fmt == "NCHW"

@@ -14,7 +14,7 @@ import pytest
 from google.protobuf import text_format, unknown_fields
 
 from gradreg.errors import CheckpointError, GraphFileError, SavedModelError, UnsupportedModelFormatError
-from gradreg.formats import saved_model, sstable, tf_checkpoint
+from gradreg.formats import model_kinds, saved_model, sstable, tf_checkpoint
 from gradreg.formats.tensor_bundle import BundleReader
 from gradreg.model import dtypes
 from gradreg.proto import (
@@ -311,26 +311,26 @@ def test_tensorflow_loads_the_rewritten_values(tmp_path, name):
                                        ("model.tflite", "tflite")])
 def test_other_model_files_are_recognised_and_named(name, kind):
     path = DATA / "other_formats" / name
-    assert saved_model.identify_model_file(path) == kind
+    assert model_kinds.identify_model_file(path) == kind
     with pytest.raises(UnsupportedModelFormatError) as raised:
-        saved_model.check_model_file(path)
+        model_kinds.check_model_file(path)
     assert raised.value.format == kind and str(path) in str(raised.value)
     with pytest.raises(UnsupportedModelFormatError, match="not a TensorFlow graph"):
         saved_model.read_saved_model(path)
 
 
 def test_saved_model_parts_and_graphdefs_are_told_apart():
-    assert saved_model.identify_model_file(DATA / "saved_module") == "saved_model_dir"
-    assert saved_model.identify_model_file(DATA / "saved_module" / "saved_model.pb") == "saved_model_pb"
-    assert saved_model.identify_model_file(DATA / "object" / "ckpt-1.index") == "checkpoint"
+    assert model_kinds.identify_model_file(DATA / "saved_module") == "saved_model_dir"
+    assert model_kinds.identify_model_file(DATA / "saved_module" / "saved_model.pb") == "saved_model_pb"
+    assert model_kinds.identify_model_file(DATA / "object" / "ckpt-1.index") == "checkpoint"
     graphdef = saved_model.meta_graph(saved_model.read_saved_model(DATA / "saved_module")).graph_def
     assert graphdef.node
     with pytest.raises(UnsupportedModelFormatError, match="pass the SavedModel's directory instead"):
-        saved_model.check_model_file(DATA / "saved_module" / "saved_model.pb")
+        model_kinds.check_model_file(DATA / "saved_module" / "saved_model.pb")
 
 
 def test_a_graphdef_file_is_not_mistaken_for_another_format(tmp_path):
     graphdef = saved_model.meta_graph(saved_model.read_saved_model(DATA / "saved_module")).graph_def
     (tmp_path / "graph.pb").write_bytes(graphdef.SerializeToString())
-    assert saved_model.identify_model_file(tmp_path / "graph.pb") is None
-    saved_model.check_model_file(tmp_path / "graph.pb")       # no error: gradreg reads GraphDefs
+    assert model_kinds.identify_model_file(tmp_path / "graph.pb") is None
+    model_kinds.check_model_file(tmp_path / "graph.pb")       # no error: gradreg reads GraphDefs

@@ -28,7 +28,12 @@ EXAMPLE = ROOT / "examples" / "mlp" / "model.pbtxt"
 
 NOT_FOR_INSPECT = ["gradreg.cli_commands", "gradreg.training", "gradreg.runtime.session",
                    "gradreg.formats.saved_model_loader", "gradreg.viz.render", "gradreg.viz.tensorboard",
-                   "optree", "ml_dtypes", "importlib.metadata", "secrets"]
+                   "optree", "ml_dtypes", "importlib.metadata", "secrets",
+                   # the backends' plan compilers, differentiation, the families' gradient modules,
+                   # SavedModel reading, the thread pool's executor
+                   "gradreg.runtime.plan", "gradreg.backends.numba.grouping", "gradreg.autodiff.gradients",
+                   "gradreg_plugins.array.grads", "gradreg_plugins.sparse.grads",
+                   "gradreg_plugins.control_flow.grads", "gradreg.formats.saved_model", "concurrent.futures"]
 
 
 def _run(script: str) -> dict:
@@ -122,6 +127,115 @@ def test_ml_dtypes_types_resolve_when_first_used():
         print(json.dumps(dtypes.as_dtype(np.zeros(2, ml_dtypes.uint4).dtype).name))   # the array first
     """)
     assert report == "uint4"
+
+
+# -- the registry's seams: rule tables read when first used, families' rules modules --------
+
+def test_a_familys_kernel_and_gradient_modules_define_no_op_shape_or_builder():
+    # Each table as the registry first builds it (kernels before gradients, as constant folding
+    # does when a graph loads), and again once everything is imported: the same entries.
+    report = _run("""
+        import json
+        from gradreg.registry import get_registry
+        registry = get_registry()
+        rows = lambda table: sorted([key, table.provider(key)] for key in table._entries)
+        first = {"ops": rows(registry.ops), "shapes": rows(registry.shapes), "api": rows(registry.api),
+                 "numpy": rows(registry.kernels("numpy")), "numba": rows(registry.kernels("numba"))}
+        registry.complete_all()
+        registry.ops._entries = {k: v for k, v in registry.ops._entries.items() if "::" not in k}   # onnx's
+        registry.shapes._entries = {k: v for k, v in registry.shapes._entries.items() if "::" not in k}
+        again = {"ops": rows(registry.ops), "shapes": rows(registry.shapes), "api": rows(registry.api),
+                 "numpy": [r for r in rows(registry.kernels("numpy")) if "::" not in r[0]],
+                 "numba": [r for r in rows(registry.kernels("numba")) if "::" not in r[0]]}
+        print(json.dumps({"same": {k: first[k] == again[k] for k in first},
+                          "sizes": {k: len(v) for k, v in first.items()},
+                          "gradients": len(registry.gradients.keys())}))
+    """)
+    assert report["same"] == {"ops": True, "shapes": True, "api": True, "numpy": True, "numba": True}
+    assert report["sizes"]["ops"] > 500 and report["sizes"]["numpy"] > 500 and report["gradients"] > 700
+
+
+def test_rule_tables_fill_on_first_use_once_and_for_every_thread():
+    import threading
+
+    from gradreg.registry import Registry, entry_point_sources
+    registry = Registry(entry_point_sources())
+    assert registry._rules_state == "empty"
+    results: list[tuple[str, int]] = []
+
+    def read() -> None:
+        results.append((registry.gradients.lookup("MatMul").plugin, len(registry.gradients.keys())))
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 4 and len(set(results)) == 1
+    plugin, count = results[0]
+    assert plugin == "math" and count > 700
+    assert registry._rules_state == "filled"
+    assert registry.iteration_sums.keys() and registry.function_call() is not None
+
+
+def test_a_gradient_registered_from_python_before_first_use_is_not_replaced_by_the_plugins():
+    from gradreg.registry import Registry, entry_point_sources
+    registry = Registry(entry_point_sources())
+
+    def mine(op, grad):
+        return grad
+    registry.register_gradient("Relu", mine, "my-code", override=True)
+    assert registry.gradients.lookup("Relu").value is mine
+    assert registry.gradients.lookup("Relu").plugin == "my-code"
+
+
+def test_the_registrys_plugin_manager_finds_the_hooks_pluggy_finds():
+    import pluggy
+
+    from gradreg.registry import hookspecs
+    from gradreg.registry.hookspecs import hookimpl
+    from gradreg.registry.plugins import _PluginManager
+
+    class Base:
+        @hookimpl
+        def gradreg_gradients(self):
+            return {}
+
+    class Derived(Base):
+        @staticmethod
+        @hookimpl
+        def gradreg_op_definitions():
+            return []
+
+        @classmethod
+        @hookimpl
+        def gradreg_shape_functions(cls):
+            return {}
+
+        @hookimpl(specname="gradreg_overrides")
+        def named_otherwise(self):
+            return []
+
+        @property
+        def gradreg_kernels(self):   # a descriptor: neither manager evaluates it
+            raise AssertionError("evaluated")
+
+    instance = Derived()
+    instance.gradreg_api_functions = hookimpl(lambda: {})     # a function in the instance's dict
+    module = types.ModuleType("demo_plugin")
+    module.gradreg_backends = hookimpl(lambda: [])
+    module.helper = lambda: None
+    from gradreg.registry.plugins import entry_point_sources
+    installed = [source.load() for source in entry_point_sources()]
+
+    def found(manager_type, plugin):
+        manager = manager_type(hookspecs.PROJECT)
+        manager.add_hookspecs(hookspecs)
+        manager.register(plugin, name="p")
+        return sorted((caller.name, impl.function.__name__) for caller in manager.hook.__dict__.values()
+                      if isinstance(caller, pluggy.HookCaller) for impl in caller.get_hookimpls())
+    for plugin in [instance, Derived, module, *installed]:
+        assert found(_PluginManager, plugin) == found(pluggy.PluginManager, plugin), plugin
+    assert ("gradreg_overrides", "named_otherwise") in found(_PluginManager, instance)
 
 
 # -- entry points ------------------------------------------------------------------------

@@ -33,10 +33,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 
 def _cores() -> int:
@@ -471,6 +473,9 @@ def parallel(fn: Callable[[int], Any], parts: int) -> list[Any]:
             if _pool is None:
                 if _placement is None:
                     _placement = _Placement()
+                # imported here: concurrent.futures (with logging) costs ~10 ms at start-up, and
+                # this pool serves only when the spinning pool is busy
+                from concurrent.futures import ThreadPoolExecutor
                 _pool = ThreadPoolExecutor(max_workers=max(1, CORES - 1), thread_name_prefix="gradreg-kernel",
                                            initializer=_placement.started)
     assert _placement is not None

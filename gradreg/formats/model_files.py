@@ -15,57 +15,44 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from types import ModuleType
 
-from gradreg.errors import GradregError, SavedModelError, UnsupportedModelFormatError
-from gradreg.formats import find_format
-from gradreg.formats import saved_model as sm
-from gradreg.model.graph import Graph, import_graph_def
-from gradreg.proto import meta_graph_pb2, saved_model_pb2
+from gradreg.errors import GradregError, UnsupportedModelFormatError
+from gradreg.formats import find_format, model_kinds
+from gradreg.formats.model_kinds import ONNX_ADVICE, SAVED_MODEL_PB, SAVED_MODEL_PBTXT
+from gradreg.model.graph import Graph
 from gradreg.registry.extensions import GraphFormat
 from gradreg.registry.hookspecs import hookimpl
 
 ONNX_FORMAT = "onnx"        # the name gradreg's ONNX support registers its format under
-ONNX_ADVICE = sm.ONNX_ADVICE
 
 
 def is_saved_model_dir(path: str) -> bool:
-    return any(os.path.isfile(os.path.join(path, name)) for name in (sm.SAVED_MODEL_PB, sm.SAVED_MODEL_PBTXT))
+    return any(os.path.isfile(os.path.join(path, name)) for name in (SAVED_MODEL_PB, SAVED_MODEL_PBTXT))
 
 
-def _serving_meta_graph(saved_model: saved_model_pb2.SavedModel, where: str) -> meta_graph_pb2.MetaGraphDef:
-    """The MetaGraph tagged exactly ``serve``, else the only one; an error listing the tag sets."""
-    graphs = list(saved_model.meta_graphs)
-    for graph in graphs:
-        if set(graph.meta_info_def.tags) == set(sm.DEFAULT_TAGS):
-            return graph
-    if len(graphs) == 1:
-        return graphs[0]
-    tag_sets = [sorted(g.meta_info_def.tags) for g in graphs]
-    raise SavedModelError(f"{where}: a SavedModel with several MetaGraphs and none tagged 'serve' ({tag_sets}); "
-                          "use gradreg.load_saved_model(path, tags=...) to choose one")
+def _saved_model() -> ModuleType:
+    # start-up: every command lists this plugin's formats; SavedModel reading (its protos, tensor
+    # bundles, checkpoints) is imported when a SavedModel is read
+    from gradreg.formats import saved_model
+    return saved_model
 
 
 def read_saved_model_directory(path: str) -> Graph:
     """The graph of the SavedModel directory ``path`` (variables not restored)."""
-    meta_graph = _serving_meta_graph(sm.read_saved_model(path), path)
-    return import_graph_def(meta_graph.graph_def, source=os.path.join(path, sm.SAVED_MODEL_PB))
+    graph: Graph = _saved_model().graph_of_directory(path)
+    return graph
 
 
 def read_saved_model_bytes(data: bytes, where: str) -> Graph:
     """The graph of a ``saved_model.pb`` file's content (variables not restored)."""
-    saved_model = saved_model_pb2.SavedModel()
-    try:
-        saved_model.ParseFromString(data)
-    except Exception as exc:    # protobuf's DecodeError and the C parser's errors
-        raise SavedModelError(f"{where}: not a SavedModel proto (truncated or corrupt: {exc})") from None
-    if not saved_model.meta_graphs:
-        raise SavedModelError(f"{where}: the SavedModel holds no MetaGraph")
-    return import_graph_def(_serving_meta_graph(saved_model, where).graph_def, source=where)
+    graph: Graph = _saved_model().graph_of_bytes(data, where)
+    return graph
 
 
 def _refuse(kind: str) -> Callable[[bytes, str], Graph]:
     def read(data: bytes, where: str) -> Graph:
-        what, todo = sm.model_file_advice(kind)
+        what, todo = model_kinds.model_file_advice(kind)
         raise UnsupportedModelFormatError(f"{where}: this is {what}, not a TensorFlow graph; {todo}", kind)
     return read
 
@@ -82,7 +69,7 @@ def _read_onnx(data: bytes, where: str) -> Graph:
 
 
 def _sniffer(kind: str) -> Callable[[bytes], bool]:
-    return lambda head: sm.identify_model_bytes(head, complete=False) == kind
+    return lambda head: model_kinds.identify_model_bytes(head, complete=False) == kind
 
 
 SAVED_MODEL = GraphFormat(

@@ -41,6 +41,7 @@ from gradreg.build.functions import call_attrs_of, function_graph
 from gradreg.errors import CheckpointError, FeedError, FetchError, GradregError, SavedModelError, describe_node
 from gradreg.formats import saved_model as sm
 from gradreg.formats.freeze import freeze_signature
+from gradreg.formats.model_kinds import SAVED_MODEL_PB
 from gradreg.formats.tensor_bundle import BundleReader, index_path, slice_region
 from gradreg.model import dtypes
 from gradreg.model.graph import Graph, Operation, Tensor, import_graph_def
@@ -257,7 +258,7 @@ def load_saved_model(path: str | os.PathLike[str], tags: Iterable[str] = sm.DEFA
     tags = tuple(tags)
     meta_graph = sm.meta_graph(sm.read_saved_model(where), tags, where)
     try:
-        graph = import_graph_def(meta_graph.graph_def, source=os.path.join(where, sm.SAVED_MODEL_PB))
+        graph = import_graph_def(meta_graph.graph_def, source=os.path.join(where, SAVED_MODEL_PB))
     except GradregError as exc:
         raise type(exc)(f"{exc} (in the MetaGraph tagged {list(tags)})") from None
     model = LoadedSavedModel(where, tags, meta_graph, graph, Session(graph, backend=backend))

@@ -246,14 +246,25 @@ _ATTR_RE = re.compile(r"^\s*(\w+)\s*:\s*(.+?)\s*(?:>=\s*(-?\d+)\s*)?(?:=\s*(.+?)
 
 
 def parse_arg(spec: str, attr_specs: dict[str, AttrSpec]) -> ArgSpec:
+    """The ArgSpec an argument string declares (``"x: T"``, ``"values: N * T"``, ...), given the
+    op's attrs. Families repeat the same strings across hundreds of ops: the result depends only
+    on the string and the kind of the attr it names, and is cached on both (ArgSpecs are frozen)."""
     m = _ARG_RE.match(spec)
     if not m:
         raise OpDefinitionError(f"cannot parse argument {spec!r}")
+    type_name = m.group(4) or m.group(3)
+    declared = attr_specs.get(type_name)
+    return _parse_arg(spec, None if declared is None else declared.kind)
+
+
+@functools.cache
+def _parse_arg(spec: str, kind: str | None) -> ArgSpec:
+    m = _ARG_RE.match(spec)
+    assert m is not None   # parse_arg matched it
     name, number_attr, type_tok, ref_inner = m.groups()
     is_ref = ref_inner is not None
     type_name = ref_inner if is_ref else type_tok
-    if type_name in attr_specs:
-        kind = attr_specs[type_name].kind
+    if kind is not None:
         if kind == "list(type)":
             if number_attr:
                 raise OpDefinitionError(f"argument {spec!r}: N * list(type) is not allowed")

@@ -34,9 +34,19 @@ class OpFamily:
     """A plugin's op definitions, kernels, shape functions, gradient rules and builders."""
 
     def __init__(self, name: str, overrides: Iterable[str] = (), lazy_kernels: dict[str, str] | None = None,
-                 deferred: Iterable[str] = (), complete: str | None = None):
+                 deferred: Iterable[str] = (), complete: str | None = None,
+                 kernel_modules: Iterable[str] = (), gradient_modules: Iterable[str] = ()):
         """``lazy_kernels`` maps a backend to a module imported only when that backend's kernels
         are first asked for (so ``import numba`` happens only when the numba backend is used).
+
+        ``kernel_modules`` and ``gradient_modules`` name modules that define no op, shape
+        function or builder: the first hold kernels (and may hold rules), the second gradient
+        rules only (and the other rules: iteration sums and stacks, loop hoists, function
+        calls). The family imports the first when a kernel table is first built, both when a
+        rule table is first read: a command that only loads and inspects a graph imports no
+        gradient rule, and only the kernels constant folding needs. A module listed here that
+        defines an op would hide it until then; tests/test_start_up.py checks that the tables
+        are the same either way.
 
         A family whose op types all start with one of the ``deferred`` prefixes (the onnx
         family's ``onnx::``) may leave its tables empty until first needed: the registry then
@@ -47,6 +57,8 @@ class OpFamily:
         self.lazy_kernels = dict(lazy_kernels or {})
         self.deferred_prefixes = tuple(deferred)
         self._complete_module = complete
+        self._kernel_modules = list(kernel_modules)
+        self._gradient_modules = list(gradient_modules)
         if self.deferred_prefixes and complete is None:
             raise PluginError(f"op family '{name}': deferred prefixes need the module that completes the family")
         self.definitions: list[OpDefinition] = []
@@ -171,6 +183,18 @@ class OpFamily:
         if module is not None:
             importlib.import_module(module)
 
+    def import_kernels(self) -> None:
+        """Import the family's ``kernel_modules`` (once; before a kernel table is read)."""
+        while self._kernel_modules:
+            importlib.import_module(self._kernel_modules.pop(0))
+
+    def import_rules(self) -> None:
+        """Import the family's ``kernel_modules`` and ``gradient_modules`` (once; before a rule
+        table is read)."""
+        self.import_kernels()
+        while self._gradient_modules:
+            importlib.import_module(self._gradient_modules.pop(0))
+
     # -- pluggy hooks ----------------------------------------------------------------
     @hookimpl
     def gradreg_op_definitions(self) -> list[OpDefinition]:
@@ -182,6 +206,7 @@ class OpFamily:
 
     @hookimpl
     def gradreg_kernels(self, backend: str) -> dict[str, Callable[..., Any]]:
+        self.import_kernels()
         module = self.lazy_kernels.pop(backend, None)
         if module is not None:
             importlib.import_module(module)   # its decorators fill self.kernels[backend]
@@ -189,6 +214,7 @@ class OpFamily:
 
     @hookimpl
     def gradreg_gradients(self) -> dict[str, Callable[..., Any] | None]:
+        self.import_rules()
         return dict(self.gradients)
 
     @hookimpl
@@ -197,18 +223,22 @@ class OpFamily:
 
     @hookimpl
     def gradreg_iteration_sums(self) -> dict[str, Callable[..., Any]]:
+        self.import_rules()
         return dict(self.iteration_sums)
 
     @hookimpl
     def gradreg_iteration_stacks(self) -> dict[str, Callable[..., Any]]:
+        self.import_rules()
         return dict(self.iteration_stacks)
 
     @hookimpl
     def gradreg_loop_hoists(self) -> dict[str, Callable[..., Any]]:
+        self.import_rules()
         return dict(self.loop_hoists)
 
     @hookimpl
     def gradreg_function_call(self) -> FunctionCall | None:
+        self.import_rules()
         return self.calls
 
     @hookimpl

@@ -17,6 +17,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from types import BuiltinFunctionType, FunctionType, MappingProxyType, ModuleType
 from typing import Any
 
 import pluggy
@@ -78,11 +79,37 @@ def entry_point_sources() -> list[PluginSource]:
             for ep in sorted(entry_points(hookspecs.ENTRY_POINT_GROUP), key=lambda e: e.name)]
 
 
+class _PluginManager(pluggy.PluginManager):
+    """pluggy's manager, with a cheap first test of each name of a plugin. pluggy looks every
+    name of ``dir(plugin)`` up with ``inspect.getattr_static`` to find the hookimpl marks; the
+    built-in plugins have ~900 names, which cost ~10 ms at every start. A name whose value sits
+    plainly in the plugin's (or its class's) namespace and carries no mark is skipped; anything
+    else (a slot, a descriptor, a value that says it has the mark) gets pluggy's own test."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            return None
+        marker = self.project_name + "_impl"
+        owners = (plugin,) if isinstance(plugin, ModuleType) else (
+            plugin.__mro__ if isinstance(plugin, type) else (plugin, *type(plugin).__mro__))
+        for owner in owners:
+            namespace = getattr(owner, "__dict__", None)
+            if not isinstance(namespace, (dict, MappingProxyType)) or name not in namespace:
+                continue
+            value = namespace[name]
+            if isinstance(value, (FunctionType, BuiltinFunctionType, int, float, str, bytes, bool, type(None),
+                                  list, tuple, dict, set, frozenset, type, ModuleType)) \
+                    and not hasattr(value, marker):
+                return None   # a plain value or function without the mark
+            break
+        return super().parse_hookimpl_opts(plugin, name)
+
+
 class Table:
     """op type (or builder name) -> Provided, with conflict tracking and user registrations."""
 
     def __init__(self, kind: str, overriders: dict[str, set[str]],
-                 complete: Callable[[str | None], None] | None = None):
+                 complete: Callable[[str | None], None] | None = None, fill: Callable[[], None] | None = None):
         self.kind = kind
         self._entries: dict[str, Provided] = {}
         self._conflicts: dict[str, list[str]] = {}
@@ -92,8 +119,17 @@ class Table:
         # the tables keyed by op type have it: a deferred family provides nothing else
         # (builders, backends, formats) until it is completed.
         self._complete = complete
+        # Called before the table is first read or set: the rule tables (gradients, iteration
+        # rules, function calls) are filled when first needed, which imports the families'
+        # rules modules (OpFamily's ``rules``); the registry clears it once they are filled.
+        self._fill = fill
+
+    def _ensure(self) -> None:
+        if self._fill is not None:
+            self._fill()
 
     def _missing(self, key: str) -> None:
+        self._ensure()
         if self._complete is not None and key not in self._entries:
             self._complete(key)
 
@@ -123,6 +159,7 @@ class Table:
     def set(self, key: str, value: Any, source: str) -> None:
         """Provide ``key`` from ``source``, replacing any entry and clearing a conflict
         (registrations from Python code: RegisterGradient, NotDifferentiable)."""
+        self._ensure()
         self._entries[key] = Provided(value, source)
         self._conflicts.pop(key, None)
 
@@ -143,6 +180,7 @@ class Table:
         return None if entry is None else entry.plugin
 
     def _all(self) -> None:
+        self._ensure()
         if self._complete is not None:
             self._complete(None)
 
@@ -173,19 +211,23 @@ class Registry:
         self._overrides: dict[str, set[str]] = {}
         self.ops = Table("op definition", self._overrides, self._complete_deferred)
         self.shapes = Table("shape function", self._overrides, self._complete_deferred)
-        # A gradient of None: NotDifferentiable.
-        self.gradients = Table("gradient", self._overrides, self._complete_deferred)
         self.api = Table("Python builder", self._overrides)
-        self.iteration_sums = Table("iteration-sum rule", self._overrides, self._complete_deferred)
-        self.iteration_stacks = Table("iteration-stack rule", self._overrides, self._complete_deferred)
-        self.loop_hoists = Table("loop-hoist rule", self._overrides, self._complete_deferred)
+        # The rule tables are filled when first read (_fill_rules): reading them imports the
+        # families' kernels and gradient-rule modules, which a command that only loads and
+        # inspects a graph never needs. A gradient of None: NotDifferentiable.
+        self._rules_state = "empty"
+        self.gradients = Table("gradient", self._overrides, self._complete_deferred, self._fill_rules)
+        self.iteration_sums = Table("iteration-sum rule", self._overrides, self._complete_deferred, self._fill_rules)
+        self.iteration_stacks = Table("iteration-stack rule", self._overrides, self._complete_deferred,
+                                      self._fill_rules)
+        self.loop_hoists = Table("loop-hoist rule", self._overrides, self._complete_deferred, self._fill_rules)
+        self.function_calls = Table("handling", self._overrides, fill=self._fill_rules)
         self.backends = Table("execution backend", self._overrides)
         self.formats = Table("graph format", self._overrides)
-        self.function_calls = Table("handling", self._overrides)
         self._kernels: dict[str, Table] = {}
         self._lock = threading.RLock()
         self._deferred: dict[str, tuple[tuple[str, ...], Any]] = {}   # plugin -> (op type prefixes, family)
-        self._manager = pluggy.PluginManager(hookspecs.PROJECT)
+        self._manager = _PluginManager(hookspecs.PROJECT)
         self._manager.add_hookspecs(hookspecs)
         self._load()
 
@@ -215,8 +257,30 @@ class Registry:
                 self._read_whole(self.plugins[name], plugin.complete)
 
     def complete_all(self) -> None:
-        """Complete every deferred family (for listings: what each plugin provides)."""
+        """Complete every deferred family and fill the rule tables (for listings: what each
+        plugin provides)."""
+        self._fill_rules()
         self._complete_deferred(None)
+
+    def _rule_tables(self) -> tuple[Table, ...]:
+        return self.gradients, self.iteration_sums, self.iteration_stacks, self.loop_hoists, self.function_calls
+
+    def _fill_rules(self) -> None:
+        """Read every active plugin's gradient, iteration, loop-hoist and function-call hooks
+        into their tables (once, on first use of any of them)."""
+        if self._rules_state == "filled":
+            return
+        with self._lock:
+            if self._rules_state != "empty":   # filled meanwhile, or being filled by this thread
+                return
+            self._rules_state = "filling"
+            try:
+                for record in self._active():
+                    self._load_rules(record)
+            finally:
+                self._rules_state = "filled"
+                for table in self._rule_tables():
+                    table._fill = None
 
     def _register(self, source: PluginSource) -> PluginRecord:
         record = PluginRecord(source.name, source.version, source.distribution, source.target)
@@ -273,17 +337,23 @@ class Registry:
                 # The build layer turns an op definition into its builder (gradreg.build.builders).
                 self._add(self.api, "builder", api_name, definition, record)
         for hook, kind, table in (("gradreg_shape_functions", "shape", self.shapes),
-                                  ("gradreg_gradients", "gradient", self.gradients),
-                                  ("gradreg_api_functions", "builder", self.api),
-                                  ("gradreg_iteration_sums", "iteration sum", self.iteration_sums),
-                                  ("gradreg_iteration_stacks", "iteration stack", self.iteration_stacks),
-                                  ("gradreg_loop_hoists", "loop hoist", self.loop_hoists)):
+                                  ("gradreg_api_functions", "builder", self.api)):
             for key, value in (self._call(record, hook) or {}).items():
                 self._add(table, kind, key, value, record)
         for backend in self._call(record, "gradreg_backends") or ():
             self._add(self.backends, "backend", backend.name, backend, record)
         for graph_format in self._call(record, "gradreg_graph_formats") or ():
             self._add(self.formats, "graph format", graph_format.name, graph_format, record)
+        if self._rules_state != "empty":   # a plugin added (or completed) once the rule tables are in use
+            self._load_rules(record)
+
+    def _load_rules(self, record: PluginRecord) -> None:
+        for hook, kind, table in (("gradreg_gradients", "gradient", self.gradients),
+                                  ("gradreg_iteration_sums", "iteration sum", self.iteration_sums),
+                                  ("gradreg_iteration_stacks", "iteration stack", self.iteration_stacks),
+                                  ("gradreg_loop_hoists", "loop hoist", self.loop_hoists)):
+            for key, value in (self._call(record, hook) or {}).items():
+                self._add(table, kind, key, value, record)
         function_call = self._call(record, "gradreg_function_call")
         if function_call is not None:
             self._add(self.function_calls, "function calls", LIBRARY_FUNCTIONS, function_call, record)

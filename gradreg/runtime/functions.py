@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gradreg.autodiff.function_gradients import custom_gradient_of, resource_dtypes_of, symbolic_gradient_graph
 from gradreg.build.functions import call_attrs_key, function_graph, function_nesting
 from gradreg.errors import InvalidGraphFunctionError, describe_node
 from gradreg.model.graph import FunctionLibrary, Operation
@@ -46,15 +45,19 @@ def function_plan(ctx: SessionContext, library: FunctionLibrary, name: str, call
 def symbolic_gradient_plan(ctx: SessionContext, library: FunctionLibrary, name: str, call_attrs: dict[str, Any],
                            caller: Operation) -> Callable[[Sequence[Any]], Any]:
     """A compiled plan of :func:`symbolic_gradient_graph` (differentiated once, cached)."""
-    mode = custom_gradient_of(caller)
+    # start-up: constant folding imports the control-flow kernels, and this module, as a graph
+    # loads; differentiation is imported when a SymbolicGradient node first runs
+    from gradreg.autodiff import function_gradients
+
+    mode = function_gradients.custom_gradient_of(caller)
     # The caller's resource inputs say what their variables hold: their gradients have that type.
-    resources = resource_dtypes_of(caller.inputs)
+    resources = function_gradients.resource_dtypes_of(caller.inputs)
     key = ("gradient", id(library), name, call_attrs_key(call_attrs), mode, tuple(sorted(resources.items())))
     cache = ctx.function_plans
     found = cache.get(key)
     if found is None:
-        graph = symbolic_gradient_graph(library, name, call_attrs, describe_node(caller.name, caller.type),
-                                        resources, custom_gradient=mode)
+        graph = function_gradients.symbolic_gradient_graph(
+            library, name, call_attrs, describe_node(caller.name, caller.type), resources, custom_gradient=mode)
         plan = ctx.executor.compile(graph.outputs, graph.inputs)
         found = cache[key] = lambda args: plan(args)
     return found

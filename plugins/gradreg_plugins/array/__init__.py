@@ -3,15 +3,18 @@ joining, gathering and padding. Owns each op's definition, NumPy kernel, shape f
 and gradient rule."""
 from gradreg.plugin import OpFamily
 
-family = OpFamily("array", lazy_kernels={"numba": "gradreg_plugins.array.numba_kernels"})
+# Modules of kernels and of gradient rules only: imported when a kernel or rule table is first read.
+family = OpFamily(
+    "array", lazy_kernels={"numba": "gradreg_plugins.array.numba_kernels"},
+    kernel_modules=["gradreg_plugins.array.kernels"],
+    gradient_modules=["gradreg_plugins.array.grads"],
+)
 
 from gradreg_plugins.array import (  # noqa: E402,F401  (they fill the family's tables)
     api,
     counting,
     diagonals,
-    grads,
     image,
-    kernels,
     namespaces,
     ops,
     reorder,

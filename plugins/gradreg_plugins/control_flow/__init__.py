@@ -6,6 +6,11 @@ interpreter compiles the v1 ops into Python loops and conditionals
 kernels of the others and the gradient rules."""
 from gradreg.plugin import OpFamily
 
-family = OpFamily("control_flow")
+# Modules of kernels and of gradient rules only: imported when a kernel or rule table is first read.
+family = OpFamily(
+    "control_flow",
+    kernel_modules=["gradreg_plugins.control_flow.kernels"],
+    gradient_modules=["gradreg_plugins.control_flow.grads"],
+)
 
-from gradreg_plugins.control_flow import grads, kernels, ops, tensor_arrays  # noqa: E402,F401  (they fill the family's tables)
+from gradreg_plugins.control_flow import ops, tensor_arrays  # noqa: E402,F401  (they fill the family's tables)

@@ -24,6 +24,16 @@ Where gradreg differs from TensorFlow (each rule's comment says more):
 """
 from gradreg.plugin import OpFamily
 
-family = OpFamily("image", lazy_kernels={"numba": "gradreg_plugins.image.numba_kernels"})
+# Modules of kernels and of gradient rules only: imported when a kernel or rule table is first read.
+family = OpFamily(
+    "image", lazy_kernels={"numba": "gradreg_plugins.image.numba_kernels"},
+    kernel_modules=[
+        "gradreg_plugins.image.colour",
+        "gradreg_plugins.image.crop",
+        "gradreg_plugins.image.kernels",
+        "gradreg_plugins.image.transform",
+    ],
+    gradient_modules=["gradreg_plugins.image.grads"],
+)
 
-from gradreg_plugins.image import colour, crop, grads, kernels, ops, transform  # noqa: E402,F401  (they fill the family's tables)
+from gradreg_plugins.image import ops  # noqa: E402,F401  (they fill the family's tables)

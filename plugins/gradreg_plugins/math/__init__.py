@@ -4,23 +4,26 @@ matrix products, casts, sequences, segment reductions, and the random-number bui
 op's definition, NumPy kernel, shape function and builders."""
 from gradreg.plugin import OpFamily
 
-family = OpFamily("math", lazy_kernels={"numba": "gradreg_plugins.math.numba_kernels"})
+# Modules of kernels and of gradient rules only: imported when a kernel or rule table is first read.
+family = OpFamily(
+    "math", lazy_kernels={"numba": "gradreg_plugins.math.numba_kernels"},
+    kernel_modules=[
+        "gradreg_plugins.math.generate_kernels",
+        "gradreg_plugins.math.kernels",
+        "gradreg_plugins.math.linalg_kernels",
+        "gradreg_plugins.math.reduce_kernels",
+    ],
+    gradient_modules=["gradreg_plugins.math.grads", "gradreg_plugins.math.linalg_grads"],
+)
 
-# The modules fill the family's tables as they are imported.
-from gradreg_plugins.math import (  # noqa: E402,F401  (the modules fill the family's tables as they are imported)
+from gradreg_plugins.math import (  # noqa: E402,F401  (they fill the family's tables)
     api,
     fft,
-    generate_kernels,
-    grads,
     integer_ops,
-    kernels,
     linalg,
-    linalg_grads,
-    linalg_kernels,
     misc_ops,
     namespaces,
     ops,
-    reduce_kernels,
     segments,
     special,
 )

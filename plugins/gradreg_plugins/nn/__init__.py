@@ -12,19 +12,20 @@ Where gradreg differs from TensorFlow, the module that owns the op says so in it
 family)."""
 from gradreg.plugin import OpFamily
 
-family = OpFamily("nn", lazy_kernels={"numba": "gradreg_plugins.nn.numba_kernels"})
+# Modules of kernels and of gradient rules only: imported when a kernel or rule table is first read.
+family = OpFamily(
+    "nn", lazy_kernels={"numba": "gradreg_plugins.nn.numba_kernels"},
+    kernel_modules=["gradreg_plugins.nn.conv", "gradreg_plugins.nn.kernels", "gradreg_plugins.nn.pooling"],
+    gradient_modules=["gradreg_plugins.nn.grads"],
+)
 
-from gradreg_plugins.nn import (  # noqa: E402,F401  (they fill the tables)
+from gradreg_plugins.nn import (  # noqa: E402,F401  (they fill the family's tables)
     api,
-    conv,
     ctc,
     fractional,
-    grads,
-    kernels,
     morphology,
     namespaces,
     ops,
-    pooling,
     quantize,
     selection,
     spatial,

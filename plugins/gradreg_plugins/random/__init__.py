@@ -6,6 +6,11 @@ bit for bit from a vectorized NumPy Philox4x32-10 (philox.py) and TensorFlow's c
 rule."""
 from gradreg.plugin import OpFamily
 
-family = OpFamily("random")
+# Modules of kernels and of gradient rules only: imported when a kernel or rule table is first read.
+family = OpFamily(
+    "random",
+    kernel_modules=["gradreg_plugins.random.kernels"],
+    gradient_modules=["gradreg_plugins.random.grads"],
+)
 
-from gradreg_plugins.random import grads, kernels, ops  # noqa: E402,F401  (they fill the family's tables)
+from gradreg_plugins.random import ops  # noqa: E402,F401  (they fill the family's tables)

@@ -11,6 +11,11 @@ and gradient rule (see gradreg_plugins.sparse.grads for where gradreg's rules di
 TensorFlow's)."""
 from gradreg.plugin import OpFamily
 
-family = OpFamily("sparse")
+# Modules of kernels and of gradient rules only: imported when a kernel or rule table is first read.
+family = OpFamily(
+    "sparse",
+    kernel_modules=["gradreg_plugins.sparse.kernels"],
+    gradient_modules=["gradreg_plugins.sparse.grads"],
+)
 
-from gradreg_plugins.sparse import grads, kernels, ops, ragged  # noqa: E402,F401  (they fill the family's tables)
+from gradreg_plugins.sparse import ops, ragged  # noqa: E402,F401  (they fill the family's tables)

@@ -4,12 +4,11 @@ apply ops (ApplyGradientDescent, ResourceApplyAdam, ResourceSparseApplyAdagrad, 
 Variable values live in the Session (gradreg.runtime.state)."""
 from gradreg.plugin import OpFamily
 
-family = OpFamily("training", lazy_kernels={"numba": "gradreg_plugins.training.numba_kernels"})
-
-from gradreg_plugins.training import (  # noqa: E402,F401  (they fill the family's tables)
-    checkpoint_ops,
-    grads,
-    kernels,
-    nd_updates,
-    ops,
+# Modules of kernels and of gradient rules only: imported when a kernel or rule table is first read.
+family = OpFamily(
+    "training", lazy_kernels={"numba": "gradreg_plugins.training.numba_kernels"},
+    kernel_modules=["gradreg_plugins.training.kernels"],
+    gradient_modules=["gradreg_plugins.training.grads"],
 )
+
+from gradreg_plugins.training import checkpoint_ops, nd_updates, ops  # noqa: E402,F401  (they fill the family's tables)
