@@ -1,6 +1,4 @@
 """``python -m gradreg`` is the ``gradreg`` command."""
-import sys
+from gradreg.cli import entry
 
-from gradreg.cli import main
-
-sys.exit(main())
+entry()

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import io
 import json
 import os
@@ -39,7 +40,7 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -381,13 +382,39 @@ def _limits_applied(args: argparse.Namespace) -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return _main(argv)[0]
+
+
+def _main(argv: Sequence[str] | None) -> tuple[int, str | None]:
+    """The exit code and the command that ran (None for the help printed without one)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
-        return 0
+        return 0, None
     with _limits_applied(args):
-        return _run_command(parser, args)
+        return _run_command(parser, args), args.command
+
+
+# Commands that read files and print, and write nothing: after one of them the ``gradreg``
+# command leaves its objects out of the interpreter's final garbage collections (see entry).
+READ_ONLY_COMMANDS = frozenset({None, "inspect", "check", "ops", "plugins"})
+
+
+def entry() -> NoReturn:
+    """The ``gradreg`` console script (and ``python -m gradreg``): :func:`main`, then exit.
+
+    After a read-only command, every object is frozen out of the garbage collector
+    (``gc.freeze``) before the interpreter exits: its final collections otherwise walk the
+    objects NumPy, protobuf and the op families made, ~80 ms of a 0.45 s ``gradreg inspect``.
+    The exit is otherwise the usual one (atexit callbacks run, threads are joined, files are
+    closed); a command that writes files exits with the full collection, which closes a file
+    left in a reference cycle.
+    """
+    code, command = _main(None)
+    if command in READ_ONLY_COMMANDS:
+        gc.freeze()
+    sys.exit(code)
 
 
 def _run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -432,4 +459,4 @@ def _short_warning(message, category, filename, lineno, file=None, line=None) ->
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import gradreg
-from gradreg.errors import PluginError
+from gradreg.errors import OpDefinitionError, PluginError
 from gradreg.registry import discovery
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -153,6 +153,23 @@ def test_a_familys_kernel_and_gradient_modules_define_no_op_shape_or_builder():
     """)
     assert report["same"] == {"ops": True, "shapes": True, "api": True, "numpy": True, "numba": True}
     assert report["sizes"]["ops"] > 500 and report["sizes"]["numpy"] > 500 and report["gradients"] > 700
+
+
+def test_every_registered_op_definition_parses():
+    # Definitions parse their argument and attr strings when first read (start-up).
+    from gradreg.model.opdefs import OpDefinition
+    from gradreg.registry import get_registry
+    registry = get_registry()
+    registry.complete_all()
+    definitions = [registry.op_definition(op_type) for op_type in registry.ops]
+    assert len(definitions) > 700
+    for definition in definitions:
+        assert definition is not None
+        assert len(definition.op_def.input_arg) == len(definition.input_args), definition.name
+        assert set(definition.attr_specs) == {a.name for a in definition.op_def.attr}, definition.name
+    bad = OpDefinition("Bad", inputs=["x: Q"], attrs=["T: type"])      # accepted until read
+    with pytest.raises(OpDefinitionError, match="op Bad: argument 'x: Q'"):
+        _ = bad.input_args
 
 
 def test_rule_tables_fill_on_first_use_once_and_for_every_thread():
@@ -366,7 +383,7 @@ def test_importlib_metadatas_failure_on_a_malformed_file_is_a_plugin_error(tmp_p
     report = _run(f"""
         import json, sys
         sys.path[:0] = {[str(archive), str(tmp_path)]!r}    # a zip: importlib.metadata reads them
-        from gradreg.errors import PluginError
+        from gradreg.errors import OpDefinitionError, PluginError
         from gradreg.registry import discovery
         try:
             discovery.entry_points("demo.group")
@@ -391,3 +408,43 @@ def test_the_importlib_metadata_backports_finder_keeps_the_fast_scan(monkeypatch
             return iter(())
     monkeypatch.setattr(sys, "meta_path", [PathFinder, Other()])
     assert discovery._scan("gradreg.plugins") is None
+
+
+# -- the console script's exit -------------------------------------------------------------
+
+def _gradreg(prelude: str, *args: str) -> subprocess.CompletedProcess[str]:
+    script = f"{prelude}\nfrom gradreg.cli import entry\nentry()"
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_a_read_only_command_prints_everything_and_keeps_its_exit_code():
+    import contextlib
+    import io
+
+    from gradreg.cli import main
+    expected = io.StringIO()
+    with contextlib.redirect_stdout(expected):
+        assert main(["inspect", str(EXAMPLE), "--nodes"]) == 0
+    done = _gradreg("", "inspect", str(EXAMPLE), "--nodes")
+    assert done.returncode == 0 and done.stdout == expected.getvalue() and "nodes: 44" in done.stdout
+    missing = _gradreg("", "inspect", str(ROOT / "no-such-graph.pb"))
+    assert missing.returncode == 1 and "no-such-graph.pb" in missing.stderr and missing.stdout == ""
+    usage = _gradreg("", "inspect")
+    assert usage.returncode == 2
+
+
+def test_a_read_only_commands_exit_still_runs_atexit_callbacks_and_joins_threads():
+    done = _gradreg("import atexit\natexit.register(lambda: print('atexit ran'))", "inspect", str(EXAMPLE))
+    assert done.returncode == 0 and done.stdout.rstrip().endswith("atexit ran")
+    threaded = _gradreg(textwrap.dedent("""
+        import threading, time
+        def late():
+            time.sleep(0.5)
+            print("thread finished", flush=True)
+        threading.Thread(target=late).start()
+    """), "inspect", str(EXAMPLE))
+    assert threaded.returncode == 0 and threaded.stdout.rstrip().endswith("thread finished")
+    ran = _gradreg("import atexit\natexit.register(lambda: print('atexit ran'))", "run", str(EXAMPLE),
+                   "--feed", "x=" + str([[0.5] * 12] * 8), "--feed", "labels=" + str([[0.2] * 5] * 8),
+                   "--fetch", "loss")
+    assert ran.returncode == 0 and ran.stdout.startswith("loss:0") and ran.stdout.rstrip().endswith("atexit ran")

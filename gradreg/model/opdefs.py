@@ -122,26 +122,38 @@ class OpDefinition:
     absorbs: Sequence[str] = ()
     control_outputs: Sequence[str] = ()
     summary: str = ""
-    # Filled in by parsing:
-    input_args: tuple[ArgSpec, ...] = field(init=False)
-    output_args: tuple[ArgSpec, ...] = field(init=False)
-    attr_specs: dict[str, AttrSpec] = field(init=False)
+    # Parsed from the strings above when first read (__getattr__): a registry holds ~800
+    # definitions, and a command that loads a small graph reads a few dozen.
+    input_args: tuple[ArgSpec, ...] = field(init=False, repr=False)
+    output_args: tuple[ArgSpec, ...] = field(init=False, repr=False)
+    attr_specs: dict[str, AttrSpec] = field(init=False, repr=False)
     plugin: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
-        try:
-            self.attr_specs = {a.name: a for a in (parse_attr(s) for s in self.attrs)}
-            self.input_args = tuple(parse_arg(s, self.attr_specs) for s in self.inputs)
-            self.output_args = tuple(parse_arg(s, self.attr_specs) for s in self.outputs)
-        except OpDefinitionError as exc:
-            raise OpDefinitionError(f"op {self.name}: {exc}") from None
-        for arg in self.input_args + self.output_args:
-            for ref in (arg.type_attr, arg.number_attr, arg.type_list_attr):
-                if ref and ref not in self.attr_specs:
-                    raise OpDefinitionError(f"op {self.name}: argument {arg.name} names undeclared attr {ref}")
         if isinstance(self.api, str):
             self.api = (self.api,)
         self._op_def: op_def_pb2.OpDef | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for attributes not yet set: the parsed fields, before the first read.
+        if name not in ("input_args", "output_args", "attr_specs"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._parse()
+        return self.__dict__[name]
+
+    def _parse(self) -> None:
+        """Parse the argument and attr strings (OpDefinitionError naming the op type)."""
+        try:
+            attr_specs = {a.name: a for a in (parse_attr(s) for s in self.attrs)}
+            input_args = tuple(parse_arg(s, attr_specs) for s in self.inputs)
+            output_args = tuple(parse_arg(s, attr_specs) for s in self.outputs)
+        except OpDefinitionError as exc:
+            raise OpDefinitionError(f"op {self.name}: {exc}") from None
+        for arg in input_args + output_args:
+            for ref in (arg.type_attr, arg.number_attr, arg.type_list_attr):
+                if ref and ref not in attr_specs:
+                    raise OpDefinitionError(f"op {self.name}: argument {arg.name} names undeclared attr {ref}")
+        self.attr_specs, self.input_args, self.output_args = attr_specs, input_args, output_args
 
     # -- derived facts ------------------------------------------------------------
     @property
