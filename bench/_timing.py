@@ -79,16 +79,20 @@ class Figures:
 
 
 def settle(step: Callable[[], object], calls: int = 2) -> None:
-    """Run ``step`` until gradreg has built its compiled kernels: a plan starts with NumPy
-    kernels and builds numba's in the background once it is reused (gradreg.backends.numba.jit)."""
+    """Run ``step`` until gradreg has built its compiled kernels and chosen how its calls use the
+    cores: a plan starts with NumPy kernels and builds numba's in the background once it is
+    reused (gradreg.backends.numba.jit); MODE_SETTLE calls later it tries side tasks, split
+    kernels and one thread, MODE_TRIALS calls each, and keeps the fastest (gradreg.runtime.plan.Plan)."""
     for _ in range(calls):
         step()
     try:
         from gradreg.backends.numba.jit import wait_for_kernels
+        from gradreg.runtime.plan import MODE_SETTLE, MODE_TRIALS
     except ImportError:
         return
     wait_for_kernels()
-    step()
+    for _ in range(MODE_SETTLE + 3 * MODE_TRIALS + 1):
+        step()
 
 
 def load_average() -> float:

@@ -207,14 +207,16 @@ def test_check_outputs_keeps_every_node_in_place(side_on):
     assert side_on["deferred"] > 0
 
 
-def test_a_plan_tries_its_calls_both_ways_and_keeps_the_faster(monkeypatch, side_on):
+def test_a_plan_tries_its_modes_and_keeps_the_fastest(monkeypatch, side_on):
     monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
     import gradreg.runtime.plan as plan_module
     g, x, loss, grads, x_value = _weight_gradients_graph(4)
     session = _session(g)
     plan = session.plan_for([loss, *grads], [x])
+    assert set(plan.mode_times) == {"side", "split", "single"}
     plan._installed = len(plan.upgrades)                  # as if its compiled kernels were in
-    # with side tasks, each call takes 5 ms longer: the plan keeps them off
+    monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
+    # with side tasks, each call takes 5 ms longer: the plan keeps another mode
     submit = threads.SideTasks.submit
 
     def slow_submit(self, fn, *args):
@@ -223,15 +225,62 @@ def test_a_plan_tries_its_calls_both_ways_and_keeps_the_faster(monkeypatch, side
         return submit(self, fn, *args)
     monkeypatch.setattr(threads.SideTasks, "submit", slow_submit)
     want = _handwritten(g, x_value)
-    for _ in range(2 * plan_module.SIDE_TRIALS):
-        assert plan._side_on is None
+    for _ in range(3 * plan_module.MODE_TRIALS):
+        assert plan.trials == 0 and plan.mode == "side"    # side tasks until the trial has chosen
         for value, expected in zip(plan([x_value]), want):
             np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
-    assert plan._side_on is False
-    assert [len(t) for t in plan._side_times] == [plan_module.SIDE_TRIALS] * 2
+    assert plan.trials == 1 and plan.mode in ("split", "single")
+    assert plan._trial_from == plan._runs + plan_module.MODE_RETRY       # tried again later
     before = side_on["deferred"]
     plan([x_value])
-    assert side_on["deferred"] == before                 # off from now on
+    assert side_on["deferred"] == before                 # no side task from now on
+
+
+def test_a_plan_keeps_to_one_thread_when_that_is_fastest(monkeypatch, side_on):
+    monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
+    import time
+
+    import gradreg.runtime.plan as plan_module
+    g, x, loss, grads, x_value = _weight_gradients_graph(6)
+    plan = _session(g).plan_for([loss, *grads], [x])
+    plan._installed = len(plan.upgrades)
+    monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
+    limits = []
+
+    def slowed(maker):
+        def make():
+            time.sleep(0.005)
+            return maker()
+        return make
+    for mode in ("side", "split"):                       # the other modes, 5 ms slower each call
+        plan._makers[mode] = slowed(plan._makers[mode])
+    single_submit = threads.SingleThreaded.submit
+
+    def watching_submit(fn, *args):
+        limits.append((threads.max_threads(), threads._side_workers))
+        return single_submit(fn, *args)
+    monkeypatch.setattr(threads.SingleThreaded, "submit", staticmethod(watching_submit))
+    want = _handwritten(g, x_value)
+    for _ in range(3 * plan_module.MODE_TRIALS + 3):
+        for value, expected in zip(plan([x_value]), want):
+            np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
+        assert threads._single_calls == 0 and threads.max_threads() == threads.CORES   # let go after each call
+    assert plan.mode == "single" and plan.trials == 1
+    assert limits and set(limits) == {(1, 0)}            # one thread, no side worker, inside the calls
+
+
+def test_a_failing_single_threaded_call_lets_the_limit_go(monkeypatch):
+    monkeypatch.delenv("GRADREG_THREADS", raising=False)
+    g = gr.Graph()
+    with g.as_default():
+        a = gr.placeholder(gr.float64, None, name="a")
+        bad = gr.matmul(a, a, name="bad_product")
+    plan = _session(g).plan_for([bad], [a])
+    plan.mode = "single"
+    with pytest.raises(ExecutionError, match="bad_product"):
+        plan([np.ones((3, 2))])
+    assert threads._single_calls == 0 and threads.max_threads() == threads.CORES
+    np.testing.assert_array_equal(plan([np.ones((2, 2))])[0], np.full((2, 2), 2.0))
 
 
 def test_gradreg_side_tasks_off_runs_every_node_in_place(monkeypatch, side_on):

@@ -50,10 +50,16 @@ def _cores() -> int:
 
 CORES = _cores()
 SAMPLE_SECONDS = 0.1
+# Plan calls running on one thread now (SingleThreaded): max_threads() is 1 meanwhile.
+_single_calls = 0
+_single_lock = threading.Lock()
 
 
 def max_threads() -> int:
-    """``GRADREG_THREADS`` if set (at least 1), else the cores this process may run on."""
+    """``GRADREG_THREADS`` if set (at least 1), else the cores this process may run on; 1 while
+    a plan call runs on one thread (:class:`SingleThreaded`)."""
+    if _single_calls:
+        return 1
     raw = os.environ.get("GRADREG_THREADS", "").strip()
     if raw.isdigit() and int(raw) >= 1:
         return min(int(raw), CORES)
@@ -444,10 +450,12 @@ def _spinning() -> _SpinPool | None:
 
 def _forget_pools() -> None:
     """In a forked child: the parent's workers do not exist there; new pools start on use (and
-    no side worker is held there, whatever the parent's calls held)."""
-    global _pool, _spin_pool, _placement, _side_workers
+    no side worker is held there, and no call runs single-threaded, whatever the parent's calls
+    held)."""
+    global _pool, _spin_pool, _placement, _side_workers, _single_calls, _single_lock
     _pool = _spin_pool = _placement = None
-    _side_workers = 0
+    _side_workers = _single_calls = 0
+    _single_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -639,6 +647,11 @@ class SideTasks:
             self.waiting_bytes = 0
         self._release()
 
+    def close(self) -> None:
+        """The call is over: the pool is let go if a take has not done it (a plan whose side
+        values were all taken has let it go already)."""
+        self._release()
+
     def _release(self) -> None:
         global _side_workers
         pool = self.pool
@@ -654,3 +667,37 @@ class SideTasks:
         finally:
             _side_workers -= 1
             pool.lock.release()
+
+
+class SingleThreaded:
+    """A plan call kept on one thread (a plan's "single" mode, gradreg.runtime.plan.Plan): its
+    side items run in place and, until :meth:`close`, :func:`max_threads` is 1, so that no
+    kernel splits its work and BLAS keeps one thread. Other calls running meanwhile (another
+    session's, in another thread) see the same limit: with two calls at once, one thread each
+    is what the cores allow anyway."""
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        global _single_calls
+        with _single_lock:
+            _single_calls += 1
+        self.open = True
+
+    @staticmethod
+    def submit(fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    @staticmethod
+    def take(value: Any) -> Any:
+        return value
+
+    def cancel(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        global _single_calls
+        if self.open:
+            self.open = False
+            with _single_lock:
+                _single_calls -= 1

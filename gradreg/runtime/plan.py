@@ -32,6 +32,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -380,13 +381,25 @@ class Plan:
 
     def __init__(self, compiled: CompiledFunction, num_ops: int,
                  upgrades: Sequence[tuple[str, Tiered]] = (), tier_up: Callable[[Plan], None] | None = None,
-                 side_tasks: Callable[[], SideRunner] | None = None):
+                 modes: CallModes | None = None, takes_side: bool = False):
         self._compiled = compiled
-        self._side_tasks = side_tasks
-        # Side tasks on (True), off (False) or being tried both ways (None): see _side_runner.
-        mode = os.environ.get("GRADREG_SIDE_TASKS", "auto").strip().lower()
-        self._side_on: bool | None = True if mode == "on" else False if mode == "off" else None
-        self._side_times: tuple[list[float], list[float]] = ([], [])   # seconds of calls without, with
+        self._takes_side = takes_side      # the compiled function's second argument: the side runner
+        # The ways a call may use the cores (see _runner): "split" always; "side" when the plan
+        # has side items and the backend runs side tasks; "single" when it can hold a call on one
+        # thread. GRADREG_SIDE_TASKS=on|off picks side tasks or splitting; else they are tried.
+        makers: dict[str, Callable[[], SideRunner]] = {"split": _in_place}
+        if modes is not None and modes.side is not None and takes_side:
+            makers["side"] = modes.side
+        if modes is not None and modes.single is not None:
+            makers["single"] = modes.single
+        self._makers = makers
+        chosen = os.environ.get("GRADREG_SIDE_TASKS", "auto").strip().lower()
+        self._fixed = chosen in ("on", "off") or len(makers) == 1
+        # The mode calls run in outside trials: side tasks until a trial has chosen.
+        self.mode = "side" if "side" in makers and chosen != "off" else "split"
+        self.mode_times: dict[str, list[float]] = {mode: [] for mode in makers}   # seconds of the trial's calls
+        self.trials = 0                        # trials done
+        self._trial_from: int | None = None    # the call from which the next trial runs
         self._installed = 0
         self._runs = 0
         self._fn = compiled.fn
@@ -404,29 +417,40 @@ class Plan:
         self._fn.__globals__[name] = kernel
         self._installed += 1
 
-    def _side_runner(self) -> tuple[SideRunner, tuple[bool, float] | None]:
-        """This call's side-task runner, and (whether side tasks are on, start time) while
-        they are being tried: once the plan's compiled kernels are in (or after SIDE_WARMUP
-        calls), its calls alternate with and without them, SIDE_TRIALS each, and the faster
-        way stays. Which is faster depends on the graph: two threads taking turns with the
-        GIL, against one thread splitting its large kernels with the other (a float64
-        ResNet's filter gradients are too large to queue, and its products split well)."""
-        assert self._side_tasks is not None
-        on = self._side_on
-        self._runs += 1
-        if on is not None:
-            return (self._side_tasks() if on else IN_PLACE), None
-        if self._installed < len(self.upgrades) and self._runs <= SIDE_WARMUP:
-            return self._side_tasks(), None
-        without, with_side = self._side_times
-        trying = len(with_side) <= len(without)
-        return (self._side_tasks() if trying else IN_PLACE), (trying, time.perf_counter())
+    def _runner(self) -> tuple[SideRunner, tuple[str, float] | None]:
+        """This call's runner, and (its mode, start time) while the modes are being tried.
 
-    def _side_tried(self, on: bool, start: float) -> None:
-        without, with_side = self._side_times
-        (with_side if on else without).append(time.perf_counter() - start)
-        if len(without) >= SIDE_TRIALS and len(with_side) >= SIDE_TRIALS and self._side_on is None:
-            self._side_on = statistics.median(with_side) < statistics.median(without)
+        A call runs its side items on the kernel thread while it goes on ("side"), or splits
+        its large kernels over the threads ("split"), or keeps to one thread ("single": no
+        split, BLAS on one thread). Which is fastest depends on the graph and on the machine
+        now: the threads take turns with the GIL, a split has its hand-offs, two vCPUs may
+        share a physical core, another process may take one. So the plan tries: once its
+        compiled kernels are in (or after MODE_WARMUP calls) and MODE_SETTLE more calls have
+        run (the first calls after the kernels come in are up to 30% slower, whatever the
+        mode), its calls go round the modes, MODE_TRIALS each, and the mode of lowest median
+        stays; after MODE_RETRY calls it tries again."""
+        self._runs += 1
+        if self._fixed:
+            return self._makers[self.mode](), None
+        if self._trial_from is None:
+            if self._installed < len(self.upgrades) and self._runs <= MODE_WARMUP:
+                return self._makers[self.mode](), None
+            self._trial_from = self._runs + MODE_SETTLE
+        if self._runs < self._trial_from:
+            return self._makers[self.mode](), None
+        times = self.mode_times
+        trying = min(times, key=lambda m: len(times[m]))
+        return self._makers[trying](), (trying, time.perf_counter())
+
+    def _tried(self, mode: str, start: float) -> None:
+        times = self.mode_times
+        times[mode].append(time.perf_counter() - start)
+        if all(len(t) >= MODE_TRIALS for t in times.values()):
+            self.mode = min(times, key=lambda m: statistics.median(times[m]))
+            self.trials += 1
+            self._trial_from = self._runs + MODE_RETRY
+            for t in times.values():
+                t.clear()
 
     def build_upgrades(self) -> None:
         """Build every upgrade now, in this thread (a failing build keeps the initial kernel)."""
@@ -441,16 +465,15 @@ class Plan:
             if self.calls == 2:
                 tier_up, self._tier_up = self._tier_up, None
                 tier_up(self)
-        side, trial = self._side_runner() if self._side_tasks is not None else (None, None)
+        runner, trial = self._runner()
         try:
             with np.errstate(all="ignore"):
-                values: tuple[Any, ...] = self._fn(feed_values) if side is None else self._fn(feed_values, side)
+                values: tuple[Any, ...] = self._fn(feed_values, runner) if self._takes_side else self._fn(feed_values)
             if trial is not None:
-                self._side_tried(*trial)
+                self._tried(*trial)
             return values
         except BaseException as exc:
-            if side is not None:
-                side.cancel()      # the tasks still waiting are dropped; the running one is waited for
+            runner.cancel()      # side tasks still waiting are dropped; the running one is waited for
             if isinstance(exc, GradregError) or not isinstance(exc, Exception):
                 raise
             op = self._compiled.failing_op(exc)
@@ -458,12 +481,17 @@ class Plan:
                 raise
             raise ExecutionError(f"{describe_node(op.name, op.type)}: {type(exc).__name__}: {exc}",
                                  op.name, op.type) from exc
+        finally:
+            runner.close()
 
 
-# A plan with side tasks tries its calls this many times each way, with and without them, once
-# its compiled kernels are in or after SIDE_WARMUP calls (GRADREG_SIDE_TASKS=on|off decides).
-SIDE_TRIALS = 6
-SIDE_WARMUP = 30
+# A plan tries each of its modes (Plan._runner) this many times, once its compiled kernels are in
+# (or after MODE_WARMUP calls) and MODE_SETTLE more calls have run, and again every MODE_RETRY
+# calls (GRADREG_SIDE_TASKS=on|off decides instead).
+MODE_TRIALS = 6
+MODE_WARMUP = 30
+MODE_SETTLE = 10
+MODE_RETRY = 300
 
 
 class _InPlace:
@@ -481,20 +509,39 @@ class _InPlace:
     def cancel() -> None:
         pass
 
+    @staticmethod
+    def close() -> None:
+        pass
+
 
 IN_PLACE = _InPlace()
 
 
+def _in_place() -> SideRunner:
+    return IN_PLACE
+
+
 class SideRunner(Protocol):
-    """A plan call's runner of side tasks (gradreg.backends.threads.SideTasks): ``submit``
-    runs ``fn(*args)`` now or hands it off, ``take`` gives its value, ``cancel`` drops the
-    rest when the call fails."""
+    """A plan call's runner (gradreg.backends.threads.SideTasks, SingleThreaded): ``submit``
+    runs a side item's ``fn(*args)`` now or hands it off, ``take`` gives its value, ``cancel``
+    drops the rest when the call fails, ``close`` ends the call (failed or not)."""
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
     def take(self, value: Any) -> Any: ...
 
     def cancel(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class CallModes:
+    """What a backend offers its plans' calls besides splitting kernels over its threads
+    (Plan._runner): ``side`` makes a call's side-task runner, ``single`` a runner that keeps a
+    call on one thread."""
+    side: Callable[[], SideRunner] | None = None
+    single: Callable[[], SideRunner] | None = None
 
 
 def build_quietly(tiered: Tiered) -> Callable[..., Any] | None:
@@ -513,9 +560,9 @@ class PlanCompiler:
 
     def __init__(self, context: KernelContext, kernel_tables: Sequence[str] = ("numpy",), fuse: Fuser | None = None,
                  check_outputs: bool = False, tier_up: Callable[[Plan], None] | None = None,
-                 side_tasks: Callable[[], SideRunner] | None = None):
+                 modes: CallModes | None = None):
         self.context = context
-        self.side_tasks = side_tasks
+        self.modes = modes
         self.kernel_tables = tuple(kernel_tables)
         self.fuse = fuse
         self.check_outputs = check_outputs
@@ -523,17 +570,17 @@ class PlanCompiler:
 
     def compile(self, fetches: Sequence[Tensor | Operation], feeds: Sequence[Tensor]) -> Plan:
         return compile_plan(fetches, feeds, self.context, self.kernel_tables, self.fuse, self.check_outputs,
-                            self.tier_up, self.side_tasks)
+                            self.tier_up, self.modes)
 
 
 def compile_plan(fetches: Sequence[Tensor | Operation], feeds: Sequence[Tensor], ctx: KernelContext,
                  kernel_tables: Sequence[str] = ("numpy",), fuse: Fuser | None = None,
                  check_outputs: bool = False, tier_up: Callable[[Plan], None] | None = None,
-                 side_tasks: Callable[[], SideRunner] | None = None) -> Plan:
+                 modes: CallModes | None = None) -> Plan:
     """Compile a plan computing ``fetches`` (tensor values; None for operations) from ``feeds``,
     with kernels from ``kernel_tables`` (tried in order) and ``fuse`` grouping elementwise ops;
     ``tier_up`` starts building the plan's Tiered kernels when it is reused (see Plan);
-    ``side_tasks`` makes the runner of a call's side tasks (see side_candidates)."""
+    ``modes`` says how its calls may use the cores (side tasks: see side_candidates)."""
     fed = set(feeds)
     fetch_ops = []
     for f in fetches:
@@ -562,7 +609,7 @@ def compile_plan(fetches: Sequence[Tensor | Operation], feeds: Sequence[Tensor],
             items = fuse(order, fed, keep, ctx)
         else:
             items = list(order)
-        if side_tasks is not None:
+        if modes is not None and modes.side is not None:
             emitter.side_ops = side_candidates(items)
             items = side_first(items, emitter.side_ops)
         for item in items:
@@ -570,7 +617,7 @@ def compile_plan(fetches: Sequence[Tensor | Operation], feeds: Sequence[Tensor],
                 emitter.emit_op(body, item)
             else:
                 emitter.emit_fused(body, item)
-    return finish_plan(emitter, body, fetches, len(ops), tier_up, side_tasks)
+    return finish_plan(emitter, body, fetches, len(ops), tier_up, modes)
 
 
 # A side chain is at most this many items long (from the item to the fetch it ends in).
@@ -654,8 +701,7 @@ def _tensors_checker(op: Any, tensors: Sequence[Tensor]) -> Callable[[Sequence[A
 
 
 def finish_plan(emitter: Emitter, body: Block, fetches: Sequence[Tensor | Operation], num_ops: int,
-                tier_up: Callable[[Plan], None] | None = None,
-                side_tasks: Callable[[], SideRunner] | None = None) -> Plan:
+                tier_up: Callable[[Plan], None] | None = None, modes: CallModes | None = None) -> Plan:
     """Add the return statement, release each variable after its last use, compile."""
     for var, op in emitter.side_values:   # each side task's value (its error raised here, naming the node)
         body.add(f"{var} = _side.take({var})", defs=[var], uses=[var], op=op)
@@ -666,7 +712,6 @@ def finish_plan(emitter: Emitter, body: Block, fetches: Sequence[Tensor | Operat
               for f, name in zip(fetches, returned)]
     body.add(f"return ({', '.join(values)}{',' if values else ''})", uses=emitter.local_uses(returned))
     insert_releases(body, keep=set(returned))
-    if not emitter.side_values:
-        return Plan(CompiledFunction("_plan", "_feeds", body, emitter.globals), num_ops, emitter.upgrades, tier_up)
-    return Plan(CompiledFunction("_plan", "_feeds, _side", body, emitter.globals), num_ops, emitter.upgrades,
-                tier_up, side_tasks)
+    arguments = "_feeds, _side" if emitter.side_values else "_feeds"
+    return Plan(CompiledFunction("_plan", arguments, body, emitter.globals), num_ops, emitter.upgrades, tier_up,
+                modes, takes_side=bool(emitter.side_values))

@@ -1,13 +1,14 @@
 """The numba backend's plan compiler: the op families' numba kernels (NumPy's where an op has
-none), fused elementwise groups, numba kernels built in the background, side tasks on the
-kernel thread. Imported when the backend builds its first plan (gradreg.backends.numba)."""
+none), fused elementwise groups, numba kernels built in the background, and each plan's
+choice among side tasks on the kernel thread, kernels split over the threads, or one thread.
+Imported when the backend builds its first plan (gradreg.backends.numba)."""
 from __future__ import annotations
 
 from gradreg.backends import memory, threads
 from gradreg.backends.numba import KERNEL_TABLES, jit
 from gradreg.backends.numba.grouping import fuse
 from gradreg.registry.kernels import KernelContext
-from gradreg.runtime.plan import PlanCompiler
+from gradreg.runtime.plan import CallModes, PlanCompiler
 
 
 def create_executor(context: KernelContext, check_outputs: bool = False) -> PlanCompiler:
@@ -15,4 +16,8 @@ def create_executor(context: KernelContext, check_outputs: bool = False) -> Plan
     tier_up = jit.tier_up if jit.mode() == "background" else None
     memory.retain_freed_memory()
     return PlanCompiler(context, KERNEL_TABLES, fuse=fuse, check_outputs=check_outputs, tier_up=tier_up,
-                        side_tasks=threads.SideTasks)
+                        modes=MODES)
+
+
+# A call may run its side items on the kernel thread, or keep to one thread (Plan._runner).
+MODES = CallModes(side=threads.SideTasks, single=threads.SingleThreaded)
