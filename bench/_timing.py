@@ -82,16 +82,16 @@ def settle(step: Callable[[], object], calls: int = 2) -> None:
     """Run ``step`` until gradreg has built its compiled kernels and chosen how its calls use the
     cores: a plan starts with NumPy kernels and builds numba's in the background once it is
     reused (gradreg.backends.numba.jit); MODE_SETTLE calls later it tries side tasks, split
-    kernels and one thread, MODE_TRIALS calls each, and keeps the fastest (gradreg.runtime.plan.Plan)."""
+    kernels and one thread, in blocks of calls, and keeps the fastest (gradreg.runtime.plan.Plan)."""
     for _ in range(calls):
         step()
     try:
         from gradreg.backends.numba.jit import wait_for_kernels
-        from gradreg.runtime.plan import MODE_SETTLE, MODE_TRIALS
+        from gradreg.runtime.plan import MODE_BLOCK, MODE_ROUNDS, MODE_SETTLE
     except ImportError:
         return
     wait_for_kernels()
-    for _ in range(MODE_SETTLE + 3 * MODE_TRIALS + 1):
+    for _ in range(MODE_SETTLE + 3 * MODE_ROUNDS * MODE_BLOCK + 1):
         step()
 
 

@@ -225,7 +225,7 @@ def test_a_plan_tries_its_modes_and_keeps_the_fastest(monkeypatch, side_on):
         return submit(self, fn, *args)
     monkeypatch.setattr(threads.SideTasks, "submit", slow_submit)
     want = _handwritten(g, x_value)
-    for _ in range(3 * plan_module.MODE_TRIALS):
+    for _ in range(3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK):
         assert plan.trials == 0 and plan.mode == "side"    # side tasks until the trial has chosen
         for value, expected in zip(plan([x_value]), want):
             np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
@@ -261,7 +261,7 @@ def test_a_plan_keeps_to_one_thread_when_that_is_fastest(monkeypatch, side_on):
         return single_submit(fn, *args)
     monkeypatch.setattr(threads.SingleThreaded, "submit", staticmethod(watching_submit))
     want = _handwritten(g, x_value)
-    for _ in range(3 * plan_module.MODE_TRIALS + 3):
+    for _ in range(3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK + 3):
         for value, expected in zip(plan([x_value]), want):
             np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
         assert threads._single_calls == 0 and threads.max_threads() == threads.CORES   # let go after each call

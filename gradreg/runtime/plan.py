@@ -399,7 +399,9 @@ class Plan:
         self.mode = "side" if "side" in makers and chosen != "off" else "split"
         self.mode_times: dict[str, list[float]] = {mode: [] for mode in makers}   # seconds of the trial's calls
         self.trials = 0                        # trials done
+        self.mode_medians: dict[str, float] = {}   # the last trial's median seconds per mode
         self._trial_from: int | None = None    # the call from which the next trial runs
+        self._schedule: list[tuple[str, bool]] = []   # the trial's calls to come: (mode, timed)
         self._installed = 0
         self._runs = 0
         self._fn = compiled.fn
@@ -427,8 +429,10 @@ class Plan:
         share a physical core, another process may take one. So the plan tries: once its
         compiled kernels are in (or after MODE_WARMUP calls) and MODE_SETTLE more calls have
         run (the first calls after the kernels come in are up to 30% slower, whatever the
-        mode), its calls go round the modes, MODE_TRIALS each, and the mode of lowest median
-        stays; after MODE_RETRY calls it tries again."""
+        mode), its calls go round the modes and the mode of lowest median stays; after
+        MODE_RETRY calls it tries again. A trial runs each mode in blocks of MODE_BLOCK calls,
+        the first of a block untimed (it pays for the switch: sleeping threads woken, BLAS's
+        thread count changed), MODE_ROUNDS rounds in turned orders."""
         self._runs += 1
         if self._fixed:
             return self._makers[self.mode](), None
@@ -438,15 +442,23 @@ class Plan:
             self._trial_from = self._runs + MODE_SETTLE
         if self._runs < self._trial_from:
             return self._makers[self.mode](), None
-        times = self.mode_times
-        trying = min(times, key=lambda m: len(times[m]))
-        return self._makers[trying](), (trying, time.perf_counter())
+        if not self._schedule:
+            modes = list(self._makers)
+            self._schedule = [(mode, i > 0) for r in range(MODE_ROUNDS)
+                              for mode in modes[r % len(modes):] + modes[:r % len(modes)] for i in range(MODE_BLOCK)]
+            self._trial_from = self._runs      # (while the schedule lasts)
+        try:
+            trying, timed = self._schedule.pop(0)
+        except IndexError:     # another thread's call took the trial's last one
+            return self._makers[self.mode](), None
+        return self._makers[trying](), ((trying, time.perf_counter()) if timed else None)
 
     def _tried(self, mode: str, start: float) -> None:
         times = self.mode_times
         times[mode].append(time.perf_counter() - start)
-        if all(len(t) >= MODE_TRIALS for t in times.values()):
-            self.mode = min(times, key=lambda m: statistics.median(times[m]))
+        if not self._schedule and all(times.values()):
+            self.mode_medians = {m: statistics.median(t) for m, t in times.items()}
+            self.mode = min(self.mode_medians, key=self.mode_medians.__getitem__)
             self.trials += 1
             self._trial_from = self._runs + MODE_RETRY
             for t in times.values():
@@ -485,10 +497,12 @@ class Plan:
             runner.close()
 
 
-# A plan tries each of its modes (Plan._runner) this many times, once its compiled kernels are in
-# (or after MODE_WARMUP calls) and MODE_SETTLE more calls have run, and again every MODE_RETRY
-# calls (GRADREG_SIDE_TASKS=on|off decides instead).
-MODE_TRIALS = 6
+# A plan tries its modes (Plan._runner) once its compiled kernels are in (or after MODE_WARMUP
+# calls) and MODE_SETTLE more calls have run, and again every MODE_RETRY calls: MODE_ROUNDS rounds
+# of a block of MODE_BLOCK calls per mode, all but the first of a block timed
+# (GRADREG_SIDE_TASKS=on|off decides instead).
+MODE_BLOCK = 4
+MODE_ROUNDS = 2
 MODE_WARMUP = 30
 MODE_SETTLE = 10
 MODE_RETRY = 300
