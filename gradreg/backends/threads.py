@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gradreg.runtime.executor import InPlace
+
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -669,7 +671,7 @@ class SideTasks:
             pool.lock.release()
 
 
-class SingleThreaded:
+class SingleThreaded(InPlace):
     """A plan call kept on one thread (a plan's "single" mode, gradreg.runtime.plan.Plan): its
     side items run in place and, until :meth:`close`, :func:`max_threads` is 1, so that no
     kernel splits its work and BLAS keeps one thread. Other calls running meanwhile (another
@@ -683,14 +685,6 @@ class SingleThreaded:
         with _single_lock:
             _single_calls += 1
         self.open = True
-
-    @staticmethod
-    def submit(fn: Callable[..., Any], *args: Any) -> Any:
-        return fn(*args)
-
-    @staticmethod
-    def take(value: Any) -> Any:
-        return value
 
     def cancel(self) -> None:
         self.close()

@@ -46,3 +46,22 @@ class Fuser(Protocol):
     def __call__(self, order: Sequence[Operation], fed: set[Tensor], keep: set[Tensor], ctx: KernelContext,
                  exclude: Iterable[Operation] = ()) -> list[Any]:
         ...
+
+
+class InPlace:
+    """The runner of a plan call without side tasks (gradreg.runtime.plan.SideRunner): every
+    side item runs where it is."""
+
+    @staticmethod
+    def submit(fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    @staticmethod
+    def take(value: Any) -> Any:
+        return value
+
+    def cancel(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

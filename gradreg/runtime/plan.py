@@ -46,7 +46,7 @@ from gradreg.registry.kernels import IDENTITY, NOOP, Absorbing, Constant, Kernel
 from gradreg.registry.support import similar_op_types
 from gradreg.runtime.codegen import Block, CompiledFunction, insert_releases
 from gradreg.runtime.control_flow import DEAD, emit_control_flow
-from gradreg.runtime.executor import Fuser
+from gradreg.runtime.executor import Fuser, InPlace
 
 
 def result_dtype_ok(value: Any, dtype: Any) -> bool:
@@ -508,27 +508,7 @@ MODE_SETTLE = 10
 MODE_RETRY = 300
 
 
-class _InPlace:
-    """The side-task runner of a call without side tasks: every task runs where it is."""
-
-    @staticmethod
-    def submit(fn: Callable[..., Any], *args: Any) -> Any:
-        return fn(*args)
-
-    @staticmethod
-    def take(value: Any) -> Any:
-        return value
-
-    @staticmethod
-    def cancel() -> None:
-        pass
-
-    @staticmethod
-    def close() -> None:
-        pass
-
-
-IN_PLACE = _InPlace()
+IN_PLACE = InPlace()
 
 
 def _in_place() -> SideRunner:
