@@ -446,7 +446,6 @@ class Plan:
             modes = list(self._makers)
             self._schedule = [(mode, i > 0) for r in range(MODE_ROUNDS)
                               for mode in modes[r % len(modes):] + modes[:r % len(modes)] for i in range(MODE_BLOCK)]
-            self._trial_from = self._runs      # (while the schedule lasts)
         try:
             trying, timed = self._schedule.pop(0)
         except IndexError:     # another thread's call took the trial's last one
