@@ -185,15 +185,13 @@ class OpFamily:
 
     def import_kernels(self) -> None:
         """Import the family's ``kernel_modules`` (once; before a kernel table is read)."""
-        while self._kernel_modules:
-            importlib.import_module(self._kernel_modules.pop(0))
+        _import_pending(self._kernel_modules)
 
     def import_rules(self) -> None:
         """Import the family's ``kernel_modules`` and ``gradient_modules`` (once; before a rule
         table is read)."""
-        self.import_kernels()
-        while self._gradient_modules:
-            importlib.import_module(self._gradient_modules.pop(0))
+        _import_pending(self._kernel_modules)
+        _import_pending(self._gradient_modules)
 
     # -- pluggy hooks ----------------------------------------------------------------
     @hookimpl
@@ -247,3 +245,10 @@ class OpFamily:
 
     def __repr__(self) -> str:
         return f"<OpFamily {self.name}: {len(self.definitions)} ops>"
+
+
+def _import_pending(modules: list[str]) -> None:
+    """Import each module of ``modules``, emptying the list (a module is dropped before its
+    import: one that fails is reported once, by the hook that asked, and not retried)."""
+    while modules:
+        importlib.import_module(modules.pop(0))
