@@ -1,6 +1,6 @@
 """Keras CNNs that TensorFlow froze: forward + gradients, gradreg vs TensorFlow's session.
 
-    python bench/foreign_cnn.py [--only NAME] [--rounds 8] [--calls 2] [--load] [--memory] [--no-tf]
+    python bench/foreign_cnn.py [--only NAME] [--rounds 8] [--calls 2] [--processes 1] [--load] [--memory] [--no-tf]
 
 bench/graphs holds MobileNetV2 (alpha 0.35, 64x64), a slim DenseNet (32x32) and a slim ResNet in
 float64 (32x32), batch 8, frozen by convert_variables_to_constants_v2, each with TensorFlow's
@@ -19,6 +19,8 @@ Both check their values against TensorFlow's stored ones first. Target (issue 14
 the plan: at each point, the bytes of the values produced and still needed; views allocate
 nothing); target <= 1.2x. ``--load`` repeats with one other process busy on one core and
 prints each contender's slowdown (target: gradreg's no worse than TensorFlow's).
+``--processes N`` runs N processes per contender and pools their calls: one configuration's
+processes differ by up to 30% on this machine class, as much as the gap to the target.
 """
 from __future__ import annotations
 
@@ -153,6 +155,9 @@ def main() -> None:
     parser.add_argument("--only", action="append", choices=CNNS)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--calls", type=int, default=2)
+    parser.add_argument("--processes", type=int, default=1,
+                        help="processes per contender, their calls pooled (the spread between processes of one "
+                             "configuration is as large as the gap to the target)")
     parser.add_argument("--load", action="store_true", help="also measure with one core kept busy")
     parser.add_argument("--memory", action="store_true", help="also measure gradreg's peak memory")
     parser.add_argument("--no-tf", action="store_true")
@@ -164,12 +169,13 @@ def main() -> None:
     for name in args.only or CNNS:
         print(report_load("before"))
         chosen = contenders(name, with_tf)
-        idle = process_medians(chosen, args.rounds, args.calls)
-        show(idle, f"{name}: forward + gradients, medians of {args.rounds * args.calls}, each contender in its own "
-                   f"process; {report_load('after')}")
+        idle = process_medians(chosen, args.rounds, args.calls, processes=args.processes)
+        where = "its own process" if args.processes == 1 else f"{args.processes} processes of its own"
+        show(idle, f"{name}: forward + gradients, medians of {args.rounds * args.calls * args.processes}, each "
+                   f"contender in {where}; {report_load('after')}")
         if args.load:
             with busy_process():
-                loaded = process_medians(chosen, args.rounds, args.calls)
+                loaded = process_medians(chosen, args.rounds, args.calls, processes=args.processes)
             show(loaded, f"  the same with one other process busy on one core; {report_load('after')}")
             for label in loaded:
                 print(f"  {label:<22} slowdown under load {loaded[label].median / idle[label].median:5.2f}x")
