@@ -121,7 +121,8 @@ class Table:
         self._complete = complete
         # Called before the table is first read or set: the rule tables (gradients, iteration
         # rules, function calls) are filled when first needed, which imports the families'
-        # rules modules (OpFamily's ``rules``); the registry clears it once they are filled.
+        # kernel and gradient modules (OpFamily's ``kernel_modules``, ``gradient_modules``); the registry
+        # clears it once they are filled.
         self._fill = fill
 
     def _ensure(self) -> None:
