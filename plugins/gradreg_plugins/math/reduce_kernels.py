@@ -99,7 +99,13 @@ def _euclidean_norm(x, axes, keep):
 
 # OpenBLAS's gemv is threaded from m*n >= 2304 * GEMM_MULTITHREAD_THRESHOLD (4) elements on.
 GEMV_THREADED = 9216
-SUM_ELEMENTS_PER_THREAD = GEMV_THREADED / 2
+# A sum gets a second BLAS thread from twice this many elements on (4 MB of float32). Once
+# woken for a product, OpenBLAS's threads spin on the other core for a while, where gradreg's
+# own kernels split their work (a CNN step): below this a sum gains less from the thread than
+# the step loses (bench/foreign_cnn.py, three processes a contender: slim ResNet in float64
+# 16.50 -> 15.68 ms, slim DenseNet 26.79 -> 25.47 ms from 4608 elements a thread before; the
+# MLP step, whose products keep those threads busy anyway, 6.35 / 6.51 ms and 5.51 / 5.40 ms).
+SUM_ELEMENTS_PER_THREAD = 1 << 19
 
 
 def _outer_sum(axes: tuple[int, ...], rank: int, keep: bool):

@@ -169,7 +169,9 @@ class _Conv:
 
 # Products of at least this many flops per thread get more than one BLAS thread (when free).
 BLAS_FLOPS_PER_THREAD = 8e6
-# Convolutions of at least this many flops per thread share their batch blocks among threads.
+# Convolutions of at least this many flops per thread share their batch blocks among threads
+# (float64 flops count two: the slim ResNet in float64, whose 3 -> 8 channel convolutions of
+# 3.5 Mflops take ~0.7 ms each, ran 2-8% faster that way, four in-process A/B runs).
 BLOCK_FLOPS_PER_THREAD = 2e6
 # im2col matrices are made a block of the batch at a time, each within this many bytes: a
 # whole batch's would be kh*kw times the input, the largest transient of a CNN step.
@@ -189,14 +191,16 @@ def _matmul(a: np.ndarray, b: np.ndarray, flops: float) -> np.ndarray:
         return _product(a, b)
 
 
-def _over_batch(conv: _Conv, bytes_per_entry: int, work) -> list:
+def _over_batch(conv: _Conv, bytes_per_entry: int, work, itemsize: int) -> list:
     """``work(part, n0, n1, product)`` for each block of the batch, in order. A large
     convolution's blocks are shared among threads when cores are free (each block's copy
     into columns and its product run in one thread, BLAS single-threaded): a block's own
     product is too small for BLAS to split well, and the copies would stay serial.
-    Otherwise each block's product picks its BLAS threads (``product`` is _matmul)."""
+    Otherwise each block's product picks its BLAS threads (``product`` is _matmul).
+    The work is counted in float32 flops: a float64 flop (``itemsize`` 8) counts two, as it
+    takes about twice as long (half the values a vector, twice the bytes a value)."""
     blocks = conv.batch_blocks(bytes_per_entry)
-    parts = min(len(blocks), threads.threads_for(conv.flops, BLOCK_FLOPS_PER_THREAD))
+    parts = min(len(blocks), threads.threads_for(conv.flops * itemsize / 4, BLOCK_FLOPS_PER_THREAD))
     if parts <= 1:
         return [work(conv.with_batch(n1 - n0), n0, n1, _matmul) for n0, n1 in blocks]
 
@@ -241,7 +245,7 @@ def _tap_forward(conv: _Conv, x: np.ndarray, f: np.ndarray, gather) -> np.ndarra
         z = product(padded[n0:n1].reshape(1, -1, conv.c), weights, part.flops)
         gather(z.reshape(n1 - n0, hp, wp, conv.kh, conv.kw, conv.out_channels), out[n0:n1], sh, sw, dh, dw)
 
-    _over_batch(conv, _tap_bytes(conv, out.itemsize), block)
+    _over_batch(conv, _tap_bytes(conv, out.itemsize), block, out.itemsize)
     return out
 
 
@@ -263,7 +267,7 @@ def _forward(conv: _Conv, x: np.ndarray, f: np.ndarray, dtype, gather=None) -> n
     def block(part: _Conv, n0: int, n1: int, product) -> None:
         out[n0:n1] = part.ungroup_out(product(part.im2col(x, windows, n0), weights, part.flops))
 
-    _over_batch(conv, conv.window_bytes * out.itemsize // 4, block)
+    _over_batch(conv, conv.window_bytes * out.itemsize // 4, block, out.itemsize)
     return out.astype(dtype, copy=False)
 
 
@@ -289,7 +293,7 @@ def _transposed(conv: _Conv, f: np.ndarray, dy: np.ndarray) -> np.ndarray | None
     def block(part: _Conv, n0: int, n1: int, product) -> None:
         dx[n0:n1] = product(part.im2col(dy, windows, n0), weights, part.flops).reshape(n1 - n0, conv.h, conv.w, conv.c)
 
-    _over_batch(inner, inner.window_bytes * dx.itemsize // 4, block)
+    _over_batch(inner, inner.window_bytes * dx.itemsize // 4, block, dx.itemsize)
     return dx
 
 
@@ -308,7 +312,7 @@ def _scattered(conv: _Conv, f: np.ndarray, dy: np.ndarray, scatter) -> np.ndarra
         scatter(cols.reshape(n1 - n0, conv.oh, conv.ow, conv.kh, conv.kw, conv.c), dx[n0:n1],
                 sh, sw, dh, dw, conv.top, conv.left)
 
-    _over_batch(conv, conv.window_bytes * dx.itemsize // 4, block)
+    _over_batch(conv, conv.window_bytes * dx.itemsize // 4, block, dx.itemsize)
     return dx
 
 
@@ -336,7 +340,7 @@ def _backprop_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, dtype, scatter=N
         cols = product(part.grouped_out(dy[n0:n1]), weights, part.flops)
         dx[n0:n1] = part.col2im(cols, cols.dtype)
 
-    _over_batch(conv, conv.window_bytes * dx.itemsize // 4, block)
+    _over_batch(conv, conv.window_bytes * dx.itemsize // 4, block, dx.itemsize)
     return dx.astype(dtype, copy=False)
 
 
@@ -365,7 +369,7 @@ def _tap_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, spread) -> np.ndarra
         return product(padded[n0:n1].reshape(1, -1, conv.c).transpose(0, 2, 1),
                        spread_dy.reshape(1, -1, conv.kh * conv.kw * conv.out_channels), part.flops)
 
-    df = _summed(_over_batch(conv, 2 * _tap_bytes(conv, dtype.itemsize), block))
+    df = _summed(_over_batch(conv, 2 * _tap_bytes(conv, dtype.itemsize), block, dtype.itemsize))
     return df.reshape(conv.c, conv.kh, conv.kw, conv.out_channels).transpose(1, 2, 0, 3)
 
 
@@ -385,7 +389,8 @@ def _backprop_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, dtype, spread=N
     def block(part: _Conv, n0: int, n1: int, product) -> np.ndarray:
         return product(part.im2col(x, windows, n0).transpose(0, 2, 1), part.grouped_out(dy[n0:n1]), part.flops)
 
-    df = _summed(_over_batch(conv, conv.window_bytes * np.result_type(x, dy).itemsize // 4, block))
+    itemsize = np.result_type(x, dy).itemsize
+    df = _summed(_over_batch(conv, conv.window_bytes * itemsize // 4, block, itemsize))
     return conv.ungroup_filter(df).astype(dtype, copy=False)
 
 
