@@ -51,7 +51,7 @@ from gradreg.cli_view import add_view_commands
 from gradreg.distributed import add_dask_arguments
 from gradreg.errors import GradregError
 from gradreg.formats import load_graph
-from gradreg.formats.model_files import is_saved_model_dir
+from gradreg.formats.model_kinds import is_saved_model_dir
 from gradreg.model.graph import Graph
 
 __all__ = ["UsageError", "build_parser", "main", "summarize"]

@@ -34,7 +34,7 @@ from gradreg.cli_values import (
 from gradreg.distributed import run_distributed_grad
 from gradreg.errors import FeedError
 from gradreg.formats import format_for_path, formats, load_graph, save_graph
-from gradreg.formats.model_files import is_saved_model_dir
+from gradreg.formats.model_kinds import is_saved_model_dir
 from gradreg.model.graph import Graph
 from gradreg.registry import Registry, get_registry
 from gradreg.registry.support import op_support

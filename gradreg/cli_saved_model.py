@@ -28,7 +28,7 @@ from gradreg.cli_values import (
 )
 from gradreg.errors import FetchError, GradregError, SavedModelError
 from gradreg.formats import save_graph
-from gradreg.formats.model_files import is_saved_model_dir
+from gradreg.formats.model_kinds import is_saved_model_dir
 from gradreg.formats.saved_model_loader import LoadedSavedModel, load_saved_model
 from gradreg.model.dtypes import as_dtype
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from google.protobuf import text_format, unknown_fields
 
+from gradreg import load_graph
 from gradreg.errors import CheckpointError, GraphFileError, SavedModelError, UnsupportedModelFormatError
 from gradreg.formats import model_kinds, saved_model, sstable, tf_checkpoint
 from gradreg.formats.tensor_bundle import BundleReader
@@ -334,3 +335,16 @@ def test_a_graphdef_file_is_not_mistaken_for_another_format(tmp_path):
     (tmp_path / "graph.pb").write_bytes(graphdef.SerializeToString())
     assert model_kinds.identify_model_file(tmp_path / "graph.pb") is None
     model_kinds.check_model_file(tmp_path / "graph.pb")       # no error: gradreg reads GraphDefs
+
+
+def test_a_directory_named_saved_model_pb_does_not_make_a_saved_model(tmp_path):
+    (tmp_path / "saved_model.pb").mkdir()
+    assert not model_kinds.is_saved_model_dir(tmp_path)
+    assert model_kinds.identify_model_file(tmp_path) is None
+    with pytest.raises(GraphFileError, match="a directory, not a graph"):
+        load_graph(str(tmp_path))
+    shutil.copy(DATA / "saved_module" / "saved_model.pb", tmp_path / "model.pb")
+    (tmp_path / "saved_model.pbtxt").write_text("")
+    assert model_kinds.is_saved_model_dir(tmp_path)
+    assert model_kinds.identify_model_file(tmp_path) == "saved_model_dir"
+    assert not model_kinds.is_saved_model_dir(tmp_path / "model.pb")

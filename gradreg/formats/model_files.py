@@ -13,22 +13,17 @@ answer for them:
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from types import ModuleType
 
 from gradreg.errors import GradregError, UnsupportedModelFormatError
 from gradreg.formats import find_format, model_kinds
-from gradreg.formats.model_kinds import ONNX_ADVICE, SAVED_MODEL_PB, SAVED_MODEL_PBTXT
+from gradreg.formats.model_kinds import ONNX_ADVICE, is_saved_model_dir
 from gradreg.model.graph import Graph
 from gradreg.registry.extensions import GraphFormat
 from gradreg.registry.hookspecs import hookimpl
 
 ONNX_FORMAT = "onnx"        # the name gradreg's ONNX support registers its format under
-
-
-def is_saved_model_dir(path: str) -> bool:
-    return any(os.path.isfile(os.path.join(path, name)) for name in (SAVED_MODEL_PB, SAVED_MODEL_PBTXT))
 
 
 def _saved_model() -> ModuleType:

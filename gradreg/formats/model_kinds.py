@@ -42,14 +42,19 @@ def model_file_advice(kind: str) -> tuple[str, str]:
     return ADVICE[kind]
 
 
+def is_saved_model_dir(path: str) -> bool:
+    """Whether ``path`` is a directory holding a saved_model.pb or saved_model.pbtxt file."""
+    return os.path.isdir(path) and any(os.path.isfile(os.path.join(path, name))
+                                       for name in (SAVED_MODEL_PB, SAVED_MODEL_PBTXT))
+
+
 def identify_model_file(path: str) -> str | None:
     """What kind of model file ``path`` is, judged by its bytes: ``"saved_model_dir"``,
     ``"keras"``, ``"hdf5"``, ``"onnx"``, ``"tflite"``, ``"checkpoint"``, ``"saved_model_pb"``,
     or None (possibly a GraphDef, or unknown)."""
     path = os.fspath(path)
     if os.path.isdir(path):
-        found = any(os.path.exists(os.path.join(path, n)) for n in (SAVED_MODEL_PB, SAVED_MODEL_PBTXT))
-        return "saved_model_dir" if found else None
+        return "saved_model_dir" if is_saved_model_dir(path) else None
     try:
         with open(path, "rb") as f:
             head = f.read(4096)
