@@ -248,8 +248,23 @@ def _openblas_setter(controller: Any) -> Callable[[int], Any] | None:
 _blas: _Blas | None = None
 
 
-@contextlib.contextmanager
-def blas_threads(n: int) -> Iterator[None]:
+class _Unchanged:
+    """The context of a product whose BLAS count is already right: nothing to do (a kernel's
+    products ask for every call, and a generator's context cost ~2 us each)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_UNCHANGED = _Unchanged()
+
+
+def blas_threads(n: int) -> contextlib.AbstractContextManager[None]:
     """BLAS runs with ``n`` threads inside (set only when it differs; the previous count is
     restored after when this process may use that many threads now, else left lower until a
     call asks for more). Products below OpenBLAS's own threshold (m*n*k < 262144) are single-
@@ -257,10 +272,13 @@ def blas_threads(n: int) -> Iterator[None]:
     global _blas
     if _blas is None:
         _blas = _Blas()
-    blas = _blas
-    if blas.current == n or not blas.setters:
-        yield
-        return
+    if _blas.current == n or not _blas.setters:
+        return _UNCHANGED
+    return _blas_changed(_blas, n)
+
+
+@contextlib.contextmanager
+def _blas_changed(blas: _Blas, n: int) -> Iterator[None]:
     with blas.lock:
         previous = blas.current
         blas.set(n)

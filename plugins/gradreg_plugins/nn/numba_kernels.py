@@ -370,8 +370,10 @@ def _geometry_args(conv) -> tuple:
 
 def _batch_parts(conv, run) -> list:
     """``run(n0, n1)`` over the batch, split over the threads the convolution's size earns."""
-    parts = threads.threads_for(conv.flops, _DEPTHWISE_FLOPS_PER_THREAD)
-    pieces = threads.split(conv.n, min(parts, conv.n))
+    parts = min(threads.threads_for(conv.flops, _DEPTHWISE_FLOPS_PER_THREAD), conv.n)
+    if parts <= 1:
+        return [run(0, conv.n)]
+    pieces = threads.split(conv.n, parts)
     return threads.parallel(lambda i: run(*pieces[i]), len(pieces))
 
 
