@@ -222,3 +222,47 @@ def test_compiled_convolution_loops_match_numpy(xs, fs, stride, dilation, paddin
     bound = tol * 1000 * max(1.0, abs(inner))
     assert abs(float(np.sum(dxv.astype(np.float64) * xv)) - inner) < bound
     assert abs(float(np.sum(dfv.astype(np.float64) * fv)) - inner) < bound
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_kernels_work_shapes_out_anew_for_each_shape_and_refuse_bad_ones_every_time(backend):
+    """A convolution kernel keeps what it worked out from its inputs' shapes (nn/conv._Known):
+    one node fed batches of several sizes, more of them than it keeps, in turn and again, gives
+    each its own values; a wrong input_sizes or out_backprop is refused on every call, not
+    only the first."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    rng = np.random.default_rng(11)
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(np.float64, [None, 7, 6, 3])
+        f = gr.placeholder(np.float64, [3, 3, 3, 4])
+        sizes = gr.placeholder(np.int32, [4])
+        dy = gr.placeholder(np.float64, [None, 4, 3, 4])
+        opts = {"strides": [1, 2, 2, 1], "padding": "SAME"}
+        y = gr.apply_op("Conv2D", x, f, **opts)
+        dx = gr.apply_op("Conv2DBackpropInput", sizes, f, dy, **opts)
+        df = gr.apply_op("Conv2DBackpropFilter", x, gr.constant([3, 3, 3, 4]), dy, **opts)
+        depth = gr.apply_op("DepthwiseConv2dNative", x, f[:, :, :, :1], **opts)
+        ddx = gr.apply_op("DepthwiseConv2dNativeBackpropInput", sizes, f[:, :, :, :1], dy[..., :3], **opts)
+    session = gr.Session(graph, backend=backend)
+    fv = rng.standard_normal((3, 3, 3, 4))
+    batches = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 2, 9, 1]        # more than _Known.SIZE, then again
+    assert len(set(batches)) > conv._Known.SIZE
+    for n in batches:
+        xv, dyv = rng.standard_normal((n, 7, 6, 3)), rng.standard_normal((n, 4, 3, 4))
+        feeds = {x: xv, f: fv, sizes: np.array([n, 7, 6, 3], np.int32), dy: dyv}
+        yv, dxv, dfv, dv, ddxv = session.run([y, dx, df, depth, ddx], feeds)
+        np.testing.assert_allclose(yv, _reference_conv(xv, fv, 2, "SAME"), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(dv, _reference_conv(xv, fv[..., :1].transpose(0, 1, 3, 2), 2, "SAME"),
+                                   rtol=1e-12, atol=1e-12)
+        inner = float(np.sum(dyv * yv))
+        assert abs(float(np.sum(dxv * xv)) - inner) < 1e-9 * max(1.0, abs(inner))
+        assert abs(float(np.sum(dfv * fv)) - inner) < 1e-9 * max(1.0, abs(inner))
+        d_inner = float(np.sum(dyv[..., :3] * dv))
+        assert abs(float(np.sum(ddxv * xv)) - d_inner) < 1e-9 * max(1.0, abs(d_inner))
+        wrong = {**feeds, sizes: np.array([n, 9, 6, 3], np.int32)}   # a 9-row input gives 5 output rows
+        for _ in range(2):
+            with pytest.raises(gr.errors.ExecutionError, match="Conv2DBackpropInput") as raised:
+                session.run(dx, wrong)
+            assert "out_backprop has shape" in str(raised.value)
