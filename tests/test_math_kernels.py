@@ -180,3 +180,23 @@ def test_einsum_equations():
 def test_gradreg_errors_are_catchable_as_one_type(graph):
     with pytest.raises(GradregError):
         gr.Session(graph).run(gr.raw_ops.MatrixInverse(input=gr.constant(np.zeros((2, 2)))))
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_sum_over_leading_or_trailing_axes_follows_every_shape_it_is_fed(graph, keep):
+    """Sum over static leading or trailing axes is a product with a vector of ones, set up per
+    input shape and kept (reduce_kernels._outer_sum): a node fed more shapes than it keeps, in
+    turn and again, sums each (small ones and ones past OpenBLAS's threaded-gemv size)."""
+    x = gr.placeholder(gr.float64, [None, None, 3], name="x")
+    leading = gr.reduce_sum(x, axis=[0, 1], keepdims=keep)
+    trailing = gr.reduce_sum(x, axis=[1, 2], keepdims=keep)
+    session = gr.Session(graph)
+    rng = np.random.default_rng(5)
+    shapes = [(a, b, 3) for a in (1, 2, 5, 8) for b in (1, 4, 6, 7, 9)]
+    shapes += [(40, 100, 3), (2, 4, 3), (1, 1, 3), (40, 100, 3)]
+    assert len(set(shapes)) > 16
+    for shape in shapes:
+        value = rng.standard_normal(shape)
+        got_leading, got_trailing = session.run([leading, trailing], {x: value})
+        np.testing.assert_allclose(got_leading, value.sum(axis=(0, 1), keepdims=keep), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got_trailing, value.sum(axis=(1, 2), keepdims=keep), rtol=1e-12, atol=1e-12)

@@ -1,8 +1,6 @@
 """NumPy kernels of the math family's reductions, arg-reductions, scans and segment ops."""
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 from gradreg.backends import threads
@@ -118,29 +116,32 @@ def _outer_sum(axes: tuple[int, ...], rank: int, keep: bool):
     leading = tuple(sorted(axes)) == tuple(range(k))
     if not leading and tuple(sorted(axes)) != tuple(range(rank - k, rank)):
         return None
-    ones: dict[tuple[int, np.dtype], np.ndarray] = {}
+    # By (shape, dtype) met: the matrix's shape, the vector of ones, the result's shape (a
+    # plan's Sum meets the same shapes call after call; working them out took ~4 us a call).
+    known: dict[tuple, tuple[tuple[int, int], np.ndarray, tuple[int, ...]]] = {}
 
     def outer(x):
-        shape = x.shape
-        n = 1
-        for a in axes:
-            n *= shape[a]
-        kept = tuple(d for i, d in enumerate(shape) if i not in axes)
-        vector = ones.get((n, x.dtype))
-        if vector is None:
-            vector = ones[(n, x.dtype)] = np.ones(n, x.dtype)
+        found = known.get((x.shape, x.dtype))
+        if found is None:
+            shape = x.shape
+            n = 1
+            for a in axes:
+                n *= shape[a]
+            matrix = (n, x.size // n) if leading else (x.size // n, n)
+            result = tuple((1 if keep else None) if i in axes else d for i, d in enumerate(shape))
+            if len(known) >= 16:
+                known.clear()
+            found = known[(x.shape, x.dtype)] = (matrix, np.ones(n, x.dtype), tuple(d for d in result if d is not None))
+        matrix, vector, result = found
         # OpenBLAS runs a product with a vector on all its threads from GEMV_THREADED
         # elements on; there the count gradreg chooses (one thread under load), and none is
         # set below it (setting BLAS's thread count costs 10-30 us, more than a small sum).
-        parts = threads.threads_for(x.size, SUM_ELEMENTS_PER_THREAD) if x.size >= GEMV_THREADED else None
-        with threads.blas_threads(parts) if parts is not None else contextlib.nullcontext():
-            if leading:
-                total = np.dot(vector, x.reshape(n, x.size // n))
-            else:
-                total = np.dot(x.reshape(x.size // n, n), vector)
-        if keep:
-            return total.reshape(tuple(1 if i in axes else d for i, d in enumerate(shape)))
-        return total.reshape(kept)
+        if x.size >= GEMV_THREADED:
+            with threads.blas_threads(threads.threads_for(x.size, SUM_ELEMENTS_PER_THREAD)):
+                total = np.dot(vector, x.reshape(matrix)) if leading else np.dot(x.reshape(matrix), vector)
+        else:
+            total = np.dot(vector, x.reshape(matrix)) if leading else np.dot(x.reshape(matrix), vector)
+        return total.reshape(result)
     return outer
 
 
