@@ -8,6 +8,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 import gradreg as gr
 from gradreg.backends import threads
+from gradreg.registry.kernels import ShapeMemo
 from gradreg_plugins.nn import conv
 
 
@@ -226,7 +227,7 @@ def test_compiled_convolution_loops_match_numpy(xs, fs, stride, dilation, paddin
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_kernels_work_shapes_out_anew_for_each_shape_and_refuse_bad_ones_every_time(backend):
-    """A convolution kernel keeps what it worked out from its inputs' shapes (nn/conv._Known):
+    """A convolution kernel keeps what it worked out from its inputs' shapes (a ShapeMemo):
     one node fed batches of several sizes, more of them than it keeps, in turn and again, gives
     each its own values; a wrong input_sizes or out_backprop is refused on every call, not
     only the first."""
@@ -247,8 +248,8 @@ def test_kernels_work_shapes_out_anew_for_each_shape_and_refuse_bad_ones_every_t
         ddx = gr.apply_op("DepthwiseConv2dNativeBackpropInput", sizes, f[:, :, :, :1], dy[..., :3], **opts)
     session = gr.Session(graph, backend=backend)
     fv = rng.standard_normal((3, 3, 3, 4))
-    batches = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 2, 9, 1]        # more than _Known.SIZE, then again
-    assert len(set(batches)) > conv._Known.SIZE
+    batches = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 2, 9, 1]        # more than a ShapeMemo keeps, then again
+    assert len(set(batches)) > ShapeMemo().size
     for n in batches:
         xv, dyv = rng.standard_normal((n, 7, 6, 3)), rng.standard_normal((n, 4, 3, 4))
         feeds = {x: xv, f: fv, sizes: np.array([n, 7, 6, 3], np.int32), dy: dyv}

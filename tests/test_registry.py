@@ -121,3 +121,30 @@ def test_numba_kernels_load_lazily():
     assert "numba" not in registry._kernels
     registry.kernels("numba")
     assert "numba" in registry._kernels
+
+
+def test_a_shape_memo_keeps_what_it_made_drops_all_past_its_size_and_never_keeps_a_failure():
+    from gradreg.registry.kernels import ShapeMemo
+    memo = ShapeMemo(size=2)
+    made = []
+
+    def make(key):
+        made.append(key)
+        return ("value", key)
+
+    assert memo.get((3, 4), lambda: make((3, 4))) == ("value", (3, 4))
+    assert memo.get((3, 4), lambda: make((3, 4))) == ("value", (3, 4))
+    assert memo.get((5,), lambda: make((5,))) == ("value", (5,))
+    assert made == [(3, 4), (5,)]
+    assert memo.get((6,), lambda: make((6,))) == ("value", (6,))     # a third key: the others go
+    assert memo.get((3, 4), lambda: make((3, 4))) == ("value", (3, 4))
+    assert made == [(3, 4), (5,), (6,), (3, 4)]
+
+    def refuse():
+        made.append("refused")
+        raise ValueError("bad shape")
+
+    for _ in range(2):
+        with pytest.raises(ValueError, match="bad shape"):
+            memo.get((7,), refuse)
+    assert made[-2:] == ["refused", "refused"]

@@ -130,6 +130,28 @@ class Tiered:
         return self.initial(*args)
 
 
+class ShapeMemo:
+    """What a kernel works out from its inputs' shapes (checks, output sizes, pads, reshaped
+    views' shapes), kept for the last few keys it met: a plan's kernel meets the same shapes
+    call after call, and working them out in Python can cost as much as a small op's work.
+    ``get(key, make)`` returns the value kept for ``key``, else ``make()``'s, kept from then on
+    (at most ``size`` keys: all are dropped when one more comes). An exception from ``make``
+    propagates and nothing is kept, so a failing check raises on every call."""
+
+    def __init__(self, size: int = 8):
+        self.size = size
+        self.known: dict[Any, Any] = {}
+
+    def get(self, key: Any, make: Callable[[], Any]) -> Any:
+        found = self.known.get(key)
+        if found is None:
+            found = make()
+            if len(self.known) >= self.size:
+                self.known.clear()
+            self.known[key] = found
+        return found
+
+
 def constant_factory(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A kernel factory for a kernel that needs nothing from the node (``np.sin``)."""
     def factory(op: Any, ctx: Any) -> Callable[..., Any]:

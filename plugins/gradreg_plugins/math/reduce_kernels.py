@@ -6,6 +6,7 @@ import numpy as np
 from gradreg.backends import threads
 from gradreg.model import dtypes
 from gradreg.model.shape_inference import constant_value
+from gradreg.registry.kernels import ShapeMemo
 from gradreg_plugins.math import numerics as nm
 from gradreg_plugins.math.kernels import is_int, kernel
 
@@ -116,23 +117,19 @@ def _outer_sum(axes: tuple[int, ...], rank: int, keep: bool):
     leading = tuple(sorted(axes)) == tuple(range(k))
     if not leading and tuple(sorted(axes)) != tuple(range(rank - k, rank)):
         return None
-    # By (shape, dtype) met: the matrix's shape, the vector of ones, the result's shape (a
-    # plan's Sum meets the same shapes call after call; working them out took ~4 us a call).
-    known: dict[tuple, tuple[tuple[int, int], np.ndarray, tuple[int, ...]]] = {}
+    # Per input shape and dtype: the matrix's shape, the vector of ones, the result's shape.
+    known = ShapeMemo(16)
+
+    def setup(x) -> tuple[tuple[int, int], np.ndarray, tuple[int, ...]]:
+        n = 1
+        for a in axes:
+            n *= x.shape[a]
+        kept = tuple((1 if keep else None) if i in axes else d for i, d in enumerate(x.shape))
+        return ((n, x.size // n) if leading else (x.size // n, n), np.ones(n, x.dtype),
+                tuple(d for d in kept if d is not None))
 
     def outer(x):
-        found = known.get((x.shape, x.dtype))
-        if found is None:
-            shape = x.shape
-            n = 1
-            for a in axes:
-                n *= shape[a]
-            matrix = (n, x.size // n) if leading else (x.size // n, n)
-            result = tuple((1 if keep else None) if i in axes else d for i, d in enumerate(shape))
-            if len(known) >= 16:
-                known.clear()
-            found = known[(x.shape, x.dtype)] = (matrix, np.ones(n, x.dtype), tuple(d for d in result if d is not None))
-        matrix, vector, result = found
+        matrix, vector, result = known.get((x.shape, x.dtype), lambda: setup(x))
         # OpenBLAS runs a product with a vector on all its threads from GEMV_THREADED
         # elements on; there the count gradreg chooses (one thread under load), and none is
         # set below it (setting BLAS's thread count costs 10-30 us, more than a small sum).

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from gradreg.backends import threads
+from gradreg.registry.kernels import ShapeMemo
 from gradreg_plugins.nn.kernels import kernel, node_error, storage, widen
 from gradreg_plugins.nn.windows import Geometry, array_from_nhwc, array_to_nhwc, to_nhwc
 
@@ -467,27 +468,9 @@ def _filter_sizes(value: np.ndarray) -> tuple[int, int, int, int]:
     return height, width, channels, filters
 
 
-class _Known:
-    """What a kernel worked out from its inputs' shapes (the checks, the output size and pads,
-    a _Conv), for the last few shapes it met: a plan's kernel meets the same shapes call after
-    call, and working them out took 10-30 us a call (a MobileNetV2 step runs ~100 convolutions
-    of 30-60 us). A failing check raises every time (nothing is kept for it)."""
-
-    SIZE = 8
-
-    def __init__(self) -> None:
-        self.known: dict = {}
-
-    def get(self, key, make):
-        found = self.known.get(key)
-        if found is None:
-            found = make()
-            if len(self.known) >= self.SIZE:
-                self.known.clear()
-            self.known[key] = found
-        return found
-
-
+# The kernels below keep their _Conv (the checks, output size and pads worked out from the
+# inputs' shapes) in a ShapeMemo: that took 10-30 us a call, and a MobileNetV2 step runs ~160
+# convolution kernels of 30-60 us.
 def _sizes_key(value) -> tuple:
     """A key for a sizes input (input_sizes, filter_sizes): its dtype, shape and values."""
     value = np.asarray(value)
@@ -501,7 +484,7 @@ def conv2d(op, ctx, gather=None):
     """The kernel; ``gather`` as in _forward (the numba backend's kernel passes it)."""
     geometry, dtype = _geometry(op), storage(op)
 
-    known = _Known()
+    known = ShapeMemo()
 
     def make(x_shape, f_shape) -> _Conv:
         _check_rank4("input", x_shape)
@@ -523,7 +506,7 @@ def conv2d_backprop_input(op, ctx, scatter=None):
     """The kernel; ``scatter`` as in _backprop_input (the numba backend's kernel passes it)."""
     geometry, dtype = _geometry(op), storage(op)
 
-    known = _Known()
+    known = ShapeMemo()
 
     def make(input_sizes, f_shape, dy_shape) -> _Conv:
         _check_rank4("filter", f_shape)
@@ -549,7 +532,7 @@ def conv2d_backprop_filter(op, ctx, spread=None):
     """The kernel; ``spread`` as in _backprop_filter (the numba backend's kernel passes it)."""
     geometry, dtype = _geometry(op), storage(op)
 
-    known = _Known()
+    known = ShapeMemo()
 
     def make(x_shape, filter_sizes, dy_shape) -> _Conv:
         _check_rank4("input", x_shape)
@@ -584,7 +567,7 @@ def depthwise_setup(op, ctx, kind: str):
     "filter" (x, filter_sizes, dy) -> (conv, x, dy, filter shape). The numba kernels use it too."""
     geometry = _geometry(op)
 
-    known = _Known()
+    known = ShapeMemo()
 
     def make_forward(x_shape, f_shape) -> _Conv:
         _check_rank4("input", x_shape)
