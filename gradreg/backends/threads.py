@@ -248,20 +248,9 @@ def _openblas_setter(controller: Any) -> Callable[[int], Any] | None:
 _blas: _Blas | None = None
 
 
-class _Unchanged:
-    """The context of a product whose BLAS count is already right: nothing to do (a kernel's
-    products ask for every call, and a generator's context cost ~2 us each)."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_UNCHANGED = _Unchanged()
+# The context of a product whose BLAS count is already right: nothing to do (a kernel's
+# products ask on every call, and a generator's context cost ~2 us each).
+_UNCHANGED = contextlib.nullcontext()
 
 
 def blas_threads(n: int) -> contextlib.AbstractContextManager[None]:

@@ -1,6 +1,8 @@
 """NumPy kernels of the math family's reductions, arg-reductions, scans and segment ops."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from gradreg.backends import threads
@@ -105,6 +107,7 @@ GEMV_THREADED = 9216
 # 16.50 -> 15.68 ms, slim DenseNet 26.79 -> 25.47 ms from 4608 elements a thread before; the
 # MLP step, whose products keep those threads busy anyway, 6.35 / 6.51 ms and 5.51 / 5.40 ms).
 SUM_ELEMENTS_PER_THREAD = 1 << 19
+_UNCHANGED = contextlib.nullcontext()     # below GEMV_THREADED: BLAS's count left as it is
 
 
 def _outer_sum(axes: tuple[int, ...], rank: int, keep: bool):
@@ -133,10 +136,8 @@ def _outer_sum(axes: tuple[int, ...], rank: int, keep: bool):
         # OpenBLAS runs a product with a vector on all its threads from GEMV_THREADED
         # elements on; there the count gradreg chooses (one thread under load), and none is
         # set below it (setting BLAS's thread count costs 10-30 us, more than a small sum).
-        if x.size >= GEMV_THREADED:
-            with threads.blas_threads(threads.threads_for(x.size, SUM_ELEMENTS_PER_THREAD)):
-                total = np.dot(vector, x.reshape(matrix)) if leading else np.dot(x.reshape(matrix), vector)
-        else:
+        with (threads.blas_threads(threads.threads_for(x.size, SUM_ELEMENTS_PER_THREAD))
+              if x.size >= GEMV_THREADED else _UNCHANGED):
             total = np.dot(vector, x.reshape(matrix)) if leading else np.dot(x.reshape(matrix), vector)
         return total.reshape(result)
     return outer
