@@ -36,7 +36,9 @@ import hashlib
 import os
 import pickle
 import uuid
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,13 +47,34 @@ from dask.sizeof import sizeof
 import gradreg as gr
 from gradreg.distributed.errors import ClusterError, ReplicaMismatch
 from gradreg.distributed.graphs import PLACEHOLDERS, BatchReport, free_batch, static_batch, thaw_constants
-from gradreg.distributed.sharding import (REDUCTIONS, Shard, parse_split_entry, split_feeds, tensor_name,
-                                          tree_levels)
+from gradreg.distributed.sharding import REDUCTIONS, Shard, parse_split_entry, split_feeds, tensor_name, tree_levels
 from gradreg.distributed.trainer import global_step_value, train
-from gradreg.distributed.worker import (GradientSpec, GraphPlugin, OptimizerUpdate, State, add_pair, apply_update,
-                                        export_state, fresh_optimizer, import_state, replica_state, shard_gradients,
-                                        train_shard)
+from gradreg.distributed.worker import (
+    GradientSpec,
+    GraphPlugin,
+    OptimizerUpdate,
+    State,
+    add_pair,
+    apply_update,
+    export_state,
+    fresh_optimizer,
+    import_state,
+    replica_state,
+    shard_gradients,
+    train_shard,
+)
 from gradreg.errors import ExecutionError, FeedError, GradregError
+
+
+@dataclass
+class PendingStep:
+    """A training step sent to the cluster: what to run it again from, and the futures of its updates."""
+    update: OptimizerUpdate
+    common: dict
+    shards: list[Shard]
+    state: State
+    workers: list[str]
+    futures: list
 
 
 class DataParallel:
@@ -125,6 +148,7 @@ class DataParallel:
         self.driver_current = True          # the driver's Session holds the newest values
         self.known_workers: set[str] = set()
         self.last_ys: list = []
+        self.replica_losses: dict[int, list] = {}   # step -> loss values, as the replicas last reported
         self.shards = shards if shards is not None else len(self._wait_for_a_worker())
         self.client.register_plugin(GraphPlugin(self.plugin_name, self.graph_bytes), name=self.plugin_name)
         self.closed = False
@@ -247,6 +271,7 @@ class DataParallel:
         workers = self._wait_for_a_worker()
         self.client.run(import_state, self.spec, snapshot, workers=workers)
         self.lineage, self.known_workers = snapshot["state"], set(workers)
+        self.replica_losses = {}
 
     def _states(self) -> dict[str, dict | None]:
         states = self.client.run(replica_state, self.spec, on_error="return")
@@ -274,7 +299,7 @@ class DataParallel:
             snapshot = self.client.run(export_state, self.spec, workers=[source])[source]
             self.client.run(import_state, self.spec, snapshot, workers=behind)
         self.lineage, self.known_workers = best["state"], set(states)
-        self.last_ys = best["last"].get(self.lineage[1], self.last_ys)
+        self.replica_losses = dict(best["last"])
 
     def _ready(self) -> list[str]:
         """The workers, every one holding the current state (pushing or copying it first if needed)."""
@@ -295,39 +320,122 @@ class DataParallel:
 
         def once(attempt: int) -> tuple[list, list]:
             workers = self._ready()
-            total = self._reduce(self._shard_futures(workers, common, shards, attempt), attempt).result()
+            tag = f"{self.lineage[0]}-{self.lineage[1]}-g{uuid.uuid4().hex[:6]}"
+            total = self._reduce(self._shard_futures(workers, common, shards, tag), tag).result()
             self._record(shards, workers, total)
             return total["ys"], total["grads"]
         return self._with_retries(once, None)
 
     def train_step(self, update: OptimizerUpdate, feeds: Mapping[Any, Any], split=None) -> list:
-        """One synchronous step: each worker's shard gradients, summed on the workers in shard order,
-        applied by every worker to its replica. Returns the step's loss values."""
-        common, shards = self._split(feeds, split)
-        start = self.lineage
+        """One synchronous step (see :meth:`run_steps`). Returns the step's loss values."""
+        out: list = []
+        self.run_steps(update, [feeds], split, window=0, on_step=lambda ys: out.append(ys))
+        return out[0]
 
-        def once(attempt: int) -> list:
+    def run_steps(self, update: OptimizerUpdate, batches: Iterable[Mapping[Any, Any]], split=None, *,
+                  window: int = 2, on_step: Callable[[list], Any] | None = None,
+                  drain_every: int | None = None) -> int:
+        """Train on each batch: every shard's gradients, summed on the workers in shard order, applied
+        by every worker to its replica. ``window`` steps are sent ahead of the one the driver waits
+        for: a step's tasks that reach a worker before the update of the step before them wait
+        there, outside the worker's thread pool (:meth:`.worker.Replica.wait_for`), so one step
+        follows another without a round trip to the driver or the scheduler; ``on_step(ys)`` is called
+        with each step's loss values, in order. Every ``drain_every`` steps the pipeline empties
+        (so a checkpoint sees the state after exactly that step). Returns the number of steps run.
+        """
+        inflight: deque[PendingStep] = deque()
+        count = 0
+        for feeds in batches:
+            common, shards = self._split(feeds, split)
+            inflight.append(self._submit(update, common, shards, inflight[-1] if inflight else None))
+            count += 1
+            drain = drain_every is not None and count % drain_every == 0
+            while inflight and (len(inflight) > window or drain):
+                self._finish(inflight, on_step)
+        while inflight:
+            self._finish(inflight, on_step)
+        return count
+
+    def _submit(self, update: OptimizerUpdate, common: dict, shards: list[Shard], after: PendingStep | None,
+                attempt: int = 0) -> PendingStep:
+        """Send one step's tasks; ``after``: the step before it, still in flight (None: none is)."""
+        if after is None:
             workers = self._ready()
-            lineage, step = state = self.lineage
-            tag = f"{lineage}-{step}-{attempt}"
-            if len(shards) == 1 and len(workers) == 1:   # one replica: the step is one task
-                shard = shards[0]
-                futures = [self.client.submit(train_shard, self.spec, update.blueprint, state,
-                                              {**common, **shard.feeds}, shard.weight, key=f"gradreg-step-{tag}",
-                                              pure=False, workers=workers, allow_other_workers=True)]
-            else:
-                total = self._reduce(self._shard_futures(workers, common, shards, attempt), attempt)
-                futures = [self.client.submit(apply_update, self.spec, update.blueprint, state, total,
-                                              key=f"gradreg-apply-{tag}-{i}", pure=False, workers=[w],
-                                              allow_other_workers=True) for i, w in enumerate(workers)]
-            results = self.client.gather(futures)
-            self.lineage, self.driver_current = (lineage, step + 1), False
-            self.last_ys = results[0]["ys"]
-            self._record(shards, workers, results[0])
-            if {r["worker"] for r in results} != set(workers) or any(r["status"] == "missing" for r in results):
-                self._recover()       # a worker left or joined during the step: bring the others level
-            return self.last_ys
-        return self._with_retries(once, start)
+            state = self.lineage
+        else:
+            workers, state = after.workers, (after.state[0], after.state[1] + 1)
+        lineage, step = state
+        tag = f"{lineage}-{step}-{attempt}"
+        if len(shards) == 1 and len(workers) == 1:
+            # One replica: the step is one task.
+            shard = shards[0]
+            futures = [self.client.submit(train_shard, self.spec, update.blueprint, state, {**common, **shard.feeds},
+                                          shard.weight, key=f"gradreg-step-{tag}", pure=False,
+                                          workers=workers, allow_other_workers=True)]
+        else:
+            parts = [self.client.submit(shard_gradients, self.spec, state, {**common, **shard.feeds}, shard.weight,
+                                        key=f"gradreg-shard-{tag}-{i}", pure=False,
+                                        workers=[workers[i % len(workers)]], allow_other_workers=True)
+                     for i, shard in enumerate(shards)]
+            total = self._reduce(parts, tag)
+            futures = [self.client.submit(apply_update, self.spec, update.blueprint, state, total,
+                                          key=f"gradreg-apply-{tag}-{i}", pure=False, workers=[w],
+                                          allow_other_workers=True) for i, w in enumerate(workers)]
+        return PendingStep(update, common, shards, state, workers, futures)
+
+    def _finish(self, inflight: deque[PendingStep], on_step: Callable[[list], Any] | None) -> None:
+        """Wait for the oldest step in flight; after a failure, recover and run it and the ones after it again."""
+        pending = inflight[0]
+        try:
+            results = self.client.gather(pending.futures)
+        except (*_cluster_failures(), ReplicaMismatch) as exc:
+            self._rerun(inflight, f"{type(exc).__name__}: {exc}", on_step)
+            return
+        inflight.popleft()
+        lineage, step = pending.state
+        self.lineage, self.driver_current = (lineage, step + 1), False
+        self.last_ys = results[0]["ys"]
+        self._record(pending.shards, pending.workers, results[0])
+        if on_step is not None:
+            on_step(self.last_ys)
+        if {r["worker"] for r in results} != set(pending.workers) or any(r["status"] == "missing" for r in results):
+            self._rerun(inflight, "", on_step)   # a worker left or joined: bring all level, go on one by one
+
+    def _rerun(self, inflight: deque[PendingStep], failure: str, on_step) -> None:
+        """Drop the steps in flight, bring the replicas level, and run those not yet applied one by one."""
+        steps = list(inflight)
+        inflight.clear()
+        for pending in steps:
+            self.client.cancel(pending.futures)
+        failures = [failure] if failure else []
+        if failure:
+            self.retries += 1
+        self._recover_quietly()
+        for pending in steps:
+            lineage, step = pending.state
+            while True:
+                applied = self.replica_losses.get(step + 1) if self.lineage[1] > step else None
+                if applied is not None:            # applied by the replicas before the failure showed
+                    self.last_ys = applied
+                    break
+                try:
+                    again = self._submit(pending.update, pending.common, pending.shards, None, len(failures))
+                    results = self.client.gather(again.futures)
+                    self.lineage, self.driver_current = (lineage, step + 1), False
+                    self.last_ys = results[0]["ys"]
+                    if {r["worker"] for r in results} != set(again.workers) or \
+                            any(r["status"] == "missing" for r in results):
+                        self._recover_quietly()
+                    break
+                except (*_cluster_failures(), ReplicaMismatch) as exc:
+                    failures.append(f"{type(exc).__name__}: {exc}")
+                    self.retries += 1
+                    if len(failures) > self.max_retries:
+                        raise ClusterError(f"a data-parallel step failed {len(failures)} times as workers were lost; "
+                                           f"last: {failures[-1]}") from None
+                    self._recover_quietly()
+            if on_step is not None:
+                on_step(self.last_ys)
 
     def _with_retries(self, once, start: State | None):
         failures: list[str] = []   # messages only: an exception would keep the failed step's futures alive
@@ -375,20 +483,18 @@ class DataParallel:
                                 f"{dims[fixed[0]]} examples (these hold {', '.join(map(str, sizes))}); feed "
                                 f"{len(shards)} x {dims[fixed[0]]} examples, or free the batch with relax_batch=True")
 
-    def _shard_futures(self, workers: list[str], common: dict, shards: list[Shard], attempt: int) -> list:
-        lineage, step = state = self.lineage
-        return [self.client.submit(shard_gradients, self.spec, state, {**common, **shard.feeds}, shard.weight,
-                                   key=f"gradreg-shard-{lineage}-{step}-{attempt}-{i}", pure=False,
+    def _shard_futures(self, workers: list[str], common: dict, shards: list[Shard], tag: str) -> list:
+        return [self.client.submit(shard_gradients, self.spec, self.lineage, {**common, **shard.feeds}, shard.weight,
+                                   key=f"gradreg-shard-{tag}-{i}", pure=False,
                                    workers=[workers[i % len(workers)]], allow_other_workers=True)
                 for i, shard in enumerate(shards)]
 
-    def _reduce(self, parts: list, attempt: int):
+    def _reduce(self, parts: list, tag: str):
         """Pairwise sums on the workers, in shard order (so every run sums alike): ceil(log2(shards)) levels."""
-        lineage, step = self.lineage
         level = 0
         while len(parts) > 1:
             pairs = [self.client.submit(add_pair, parts[i], parts[i + 1], pure=False,
-                                        key=f"gradreg-sum-{lineage}-{step}-{attempt}-{level}-{i // 2}")
+                                        key=f"gradreg-sum-{tag}-{level}-{i // 2}")
                      for i in range(0, len(parts) - 1, 2)]
             parts = pairs + parts[len(pairs) * 2:]
             level += 1

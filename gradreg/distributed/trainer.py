@@ -13,6 +13,7 @@ resumed here, by a restarted driver (``resume=True``), or continued on one machi
 """
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -56,7 +57,7 @@ def _progress_bar(steps: int, start: int):
 def train(dp, optimizer, dataset: Iterable[Mapping[Any, Any]], steps: int, *, split=None,
           checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False,
           progress: bool = True, callback: Callable[[int, float], Any] | None = None,
-          max_to_keep: int = 5) -> list[float]:
+          max_to_keep: int = 5, window: int = 2) -> list[float]:
     """Train ``dp``'s xs (variables) with a v1 ``optimizer`` for up to ``steps`` batches of ``dataset``.
 
     ``optimizer``: a v1 optimizer not yet used in a graph (it is pickled to the workers; pass
@@ -65,7 +66,8 @@ def train(dp, optimizer, dataset: Iterable[Mapping[Any, Any]], steps: int, *, sp
     :meth:`DataParallel.gradients`. ``checkpoint_dir``: where a Saver writes
     ``model-<step>.npz`` every ``checkpoint_every`` steps and at the end; with ``resume`` the
     newest checkpoint there is restored first (the caller skips the batches already seen,
-    see ``dp.global_step``). ``callback(step, loss)`` runs after each update. Returns the
+    see ``dp.global_step``). ``callback(step, loss)`` runs after each update. ``window``: how
+    many steps are sent ahead of the one the driver waits for (0: one at a time). Returns the
     loss of every step. Afterwards ``dp.session`` holds the trained values.
 
         losses = dp.train(gradreg.train.AdamOptimizer(0.003), batches, steps=500, checkpoint_dir="runs/dp")
@@ -76,27 +78,32 @@ def train(dp, optimizer, dataset: Iterable[Mapping[Any, Any]], steps: int, *, sp
     step = global_step_value(dp)
     bar = _progress_bar(steps, step) if progress else None
     losses: list[float] = []
-    saved_at = None
-    batches = iter(dataset)
+    saved: list[str] = []
+    done = [step]
+
+    def on_step(ys: list) -> None:
+        losses.append(float(sum(ys)))
+        done[0] += 1
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(step=done[0], loss=f"{losses[-1]:.4f}")
+        if checkpoint_dir and checkpoint_every and done[0] % checkpoint_every == 0:
+            dp.pull()        # the pipeline is drained at these steps: the replicas hold exactly this step
+            saved.append(saver.save(dp.session, os.path.join(checkpoint_dir, "model"), global_step=done[0]))
+        if callback is not None:
+            callback(done[0], losses[-1])
+
+    drain = checkpoint_every if checkpoint_dir and checkpoint_every else None
+    if drain is not None:
+        drain = _steps_to_boundary(step, drain)
     try:
-        for _ in range(steps):
-            feeds = next(batches, None)
-            if feeds is None:
-                break
-            ys = dp.train_step(update, feeds, split)
-            losses.append(float(sum(ys)))
-            step += 1
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(step=step, loss=f"{losses[-1]:.4f}")
-            if checkpoint_dir and checkpoint_every and step % checkpoint_every == 0:
-                dp.pull()
-                saved_at = saver.save(dp.session, os.path.join(checkpoint_dir, "model"), global_step=step)
-            if callback is not None:
-                callback(step, losses[-1])
+        dp.run_steps(update, itertools.islice(dataset, steps), split, window=window, on_step=on_step,
+                     drain_every=drain)
     finally:
         if bar is not None:
             bar.close()
+    step = done[0]
+    saved_at = saved[-1] if saved else None
     dp.pull()
     if checkpoint_dir and losses and saved_at != _checkpoint_path(checkpoint_dir, step):
         saver.save(dp.session, os.path.join(checkpoint_dir, "model"), global_step=step)
@@ -105,3 +112,11 @@ def train(dp, optimizer, dataset: Iterable[Mapping[Any, Any]], steps: int, *, sp
 
 def _checkpoint_path(directory: str, step: int) -> str:
     return f"{os.path.join(directory, 'model')}-{step}.npz"
+
+
+def _steps_to_boundary(start: int, every: int) -> int:
+    """run_steps drains every ``every`` steps counted from its first; with a run resumed at step
+    ``start`` the checkpoints fall on multiples of ``every`` only if ``start`` is one."""
+    if start % every:
+        raise GradregError(f"checkpoint_every={every} while resuming from step {start}: use a divisor of {start}")
+    return every

@@ -25,13 +25,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from distributed import WorkerPlugin, get_worker
+from distributed import WorkerPlugin, get_worker, rejoin, secede
 
 import gradreg as gr
 from gradreg.distributed.errors import ReplicaMismatch
 from gradreg.errors import GradientError, GradregError
 
 State = tuple[str, int]
+STEP_WAIT = 120.0   # seconds a task sent ahead waits for the step before it on its worker
+KEEP_LOSSES = 16     # the losses of the last steps a replica remembers (steps in flight when a worker died)
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class Replica:
         self.state: State | None = None
         self.last: dict[int, list] = {}      # step -> the ys of the update that led to it (kept for recovery)
         self.lock = threading.Lock()
+        self.changed = threading.Condition()   # notified whenever the state moves
 
     # -- evaluation -----------------------------------------------------------------------------
     def shard(self, feeds: dict[str, Any], weight: float) -> dict:
@@ -165,8 +168,9 @@ class Replica:
         if self.state != state:
             return "missing"
         self.update(blueprint).run(self.session, total["grads"])
-        self.state = (lineage, step + 1)
-        self.last = {step + 1: total["ys"]}
+        self.set_state((lineage, step + 1))
+        self.last = {k: v for k, v in self.last.items() if k > step - KEEP_LOSSES}
+        self.last[step + 1] = total["ys"]
         return "applied"
 
     # -- state ----------------------------------------------------------------------------------
@@ -185,8 +189,27 @@ class Replica:
             if name not in variables:
                 raise GradregError(f"variable '{name}' of the snapshot is not in the worker's graph")
             variables[name].load(value, self.session)
-        self.state = snapshot["state"]
         self.last = dict(snapshot.get("last", {}))
+        self.set_state(snapshot["state"])
+
+    def set_state(self, state: State | None) -> None:
+        with self.changed:
+            self.state = state
+            self.changed.notify_all()
+
+    def wait_for(self, state: State, timeout: float = STEP_WAIT) -> None:
+        """Wait (outside the worker's thread pool) while this replica is behind ``state`` in the same
+        lineage: a step sent ahead arrives before the update of the step before it is applied."""
+        def behind() -> bool:
+            return self.state is not None and self.state[0] == state[0] and self.state[1] < state[1]
+        seceded = False
+        with self.changed:
+            if behind():
+                secede()       # free the worker's thread for the task this one waits for
+                seceded = True
+                self.changed.wait_for(lambda: not behind(), timeout)
+        if seceded:
+            rejoin()
 
 
 def _scaled(value: Any, weight: float) -> np.ndarray:
@@ -256,11 +279,13 @@ def _plugin(spec: GradientSpec, worker=None) -> GraphPlugin:
     return plugin
 
 
-def _on_replica(spec: GradientSpec, work, worker=None):
-    """Run ``work(replica)`` under the replica's lock; gradreg errors made portable."""
+def _on_replica(spec: GradientSpec, work, worker=None, wait: State | None = None):
+    """Run ``work(replica)`` under the replica's lock (once it reached ``wait``); gradreg errors made portable."""
     plugin = _plugin(spec, worker)
     try:
         replica = plugin.replica(spec)
+        if wait is not None:
+            replica.wait_for(wait)
         with replica.lock:
             return work(replica)
     except ReplicaMismatch as exc:
@@ -275,7 +300,7 @@ def shard_gradients(spec: GradientSpec, state: State, feeds: dict[str, Any], wei
     def work(replica: Replica) -> dict:
         replica.expect(state)
         return replica.shard(feeds, weight)
-    return _on_replica(spec, work)
+    return _on_replica(spec, work, wait=state)
 
 
 def add_pair(a: dict, b: dict) -> dict:
@@ -299,7 +324,7 @@ def train_shard(spec: GradientSpec, blueprint: bytes, state: State, feeds: dict[
         total = replica.shard(feeds, weight)
         status = replica.apply(blueprint, state, total)
         return {"status": status, "ys": total["ys"], "worker": get_worker().address}
-    return _on_replica(spec, work)
+    return _on_replica(spec, work, wait=state)
 
 
 # -- run on workers directly (client.run): state queries and copies ------------------------------
