@@ -57,7 +57,6 @@ from gradreg.distributed.worker import (
     add_pair,
     apply_update,
     export_state,
-    fresh_optimizer,
     import_state,
     replica_state,
     shard_gradients,
@@ -228,10 +227,7 @@ class DataParallel:
         update = self.updates.get(blueprint)
         if update is None:
             self.pull()
-            update = OptimizerUpdate(self.graph, self.graph_variables, self.xs, fresh_optimizer(blueprint))
-            update.blueprint = blueprint
-            self.updates[blueprint] = update
-            update.initialized = False
+            update = self.updates[blueprint] = OptimizerUpdate(self.graph, self.graph_variables, self.xs, blueprint)
         return update
 
     def pull(self) -> None:
@@ -244,7 +240,7 @@ class DataParallel:
                 holder = next(w for w, s in self._states().items() if s and s["state"] == self.lineage)
                 snapshot = self.client.run(export_state, self.spec, workers=[holder])[holder]
                 break
-            except (*_cluster_failures(), StopIteration):
+            except _retryable():
                 continue
         else:
             raise ClusterError("could not copy the model from a worker: workers kept leaving")
@@ -301,6 +297,11 @@ class DataParallel:
         self.lineage, self.known_workers = best["state"], set(states)
         self.replica_losses = dict(best["last"])
 
+    def _current(self) -> State:
+        if self.lineage is None:
+            raise ClusterError("the workers hold no copy of the model")
+        return self.lineage
+
     def _ready(self) -> list[str]:
         """The workers, every one holding the current state (pushing or copying it first if needed)."""
         workers = sorted(self.client.scheduler_info().get("workers", {})) or self._wait_for_a_worker()
@@ -320,7 +321,8 @@ class DataParallel:
 
         def once(attempt: int) -> tuple[list, list]:
             workers = self._ready()
-            tag = f"{self.lineage[0]}-{self.lineage[1]}-g{uuid.uuid4().hex[:6]}"
+            lineage, step = self._current()
+            tag = f"{lineage}-{step}-g{uuid.uuid4().hex[:6]}"
             total = self._reduce(self._shard_futures(workers, common, shards, tag), tag).result()
             self._record(shards, workers, total)
             return total["ys"], total["grads"]
@@ -361,7 +363,7 @@ class DataParallel:
         """Send one step's tasks; ``after``: the step before it, still in flight (None: none is)."""
         if after is None:
             workers = self._ready()
-            state = self.lineage
+            state = self._current()
         else:
             workers, state = after.workers, (after.state[0], after.state[1] + 1)
         lineage, step = state
@@ -388,7 +390,7 @@ class DataParallel:
         pending = inflight[0]
         try:
             results = self.client.gather(pending.futures)
-        except (*_cluster_failures(), ReplicaMismatch) as exc:
+        except _retryable() as exc:
             self._rerun(inflight, f"{type(exc).__name__}: {exc}", on_step)
             return
         inflight.popleft()
@@ -414,7 +416,7 @@ class DataParallel:
         for pending in steps:
             lineage, step = pending.state
             while True:
-                applied = self.replica_losses.get(step + 1) if self.lineage[1] > step else None
+                applied = self.replica_losses.get(step + 1) if self._current()[1] > step else None
                 if applied is not None:            # applied by the replicas before the failure showed
                     self.last_ys = applied
                     break
@@ -427,7 +429,7 @@ class DataParallel:
                             any(r["status"] == "missing" for r in results):
                         self._recover_quietly()
                     break
-                except (*_cluster_failures(), ReplicaMismatch) as exc:
+                except _retryable() as exc:
                     failures.append(f"{type(exc).__name__}: {exc}")
                     self.retries += 1
                     if len(failures) > self.max_retries:
@@ -442,7 +444,7 @@ class DataParallel:
         for attempt in range(self.max_retries + 1):
             try:
                 return once(attempt)
-            except (*_cluster_failures(), ReplicaMismatch) as exc:
+            except _retryable() as exc:
                 failures.append(f"{type(exc).__name__}: {exc}")
                 self.retries += 1
                 self._recover_quietly()
@@ -484,7 +486,7 @@ class DataParallel:
                                 f"{len(shards)} x {dims[fixed[0]]} examples, or free the batch with relax_batch=True")
 
     def _shard_futures(self, workers: list[str], common: dict, shards: list[Shard], tag: str) -> list:
-        return [self.client.submit(shard_gradients, self.spec, self.lineage, {**common, **shard.feeds}, shard.weight,
+        return [self.client.submit(shard_gradients, self.spec, self._current(), {**common, **shard.feeds}, shard.weight,
                                    key=f"gradreg-shard-{tag}-{i}", pure=False,
                                    workers=[workers[i % len(workers)]], allow_other_workers=True)
                 for i, shard in enumerate(shards)]
@@ -591,6 +593,11 @@ def _ancestor_ops(tensors: Sequence[Any]) -> set:
 def _x_name(x: Any) -> str:
     """A variable by its op name (the worker differentiates by the variable), a tensor by its name."""
     return x.op.name if isinstance(x, gr.Variable) else x.name
+
+
+def _retryable() -> tuple[type[BaseException], ...]:
+    """The cluster failures, a replica in another state, and no worker in the expected state."""
+    return (*_cluster_failures(), ReplicaMismatch, StopIteration)
 
 
 def _cluster_failures() -> tuple[type[BaseException], ...]:

@@ -119,7 +119,9 @@ def _set_batch(graph_def: graph_pb2.GraphDef, axes: Mapping[str, int], size: int
     changed = []
     for tensor, axis in axes.items():
         node = by_name.get(tensor.split(":")[0])
-        value = attrs.get_entry(node.attr, "shape") if node is not None and node.op in PLACEHOLDERS else None
+        if node is None or node.op not in PLACEHOLDERS:
+            continue
+        value = attrs.get_entry(node.attr, "shape")
         if value is None or value.shape.unknown_rank or not -len(value.shape.dim) <= axis < len(value.shape.dim):
             continue
         value.shape.dim[axis].size = size
@@ -164,8 +166,9 @@ def _pins(written: gr.Graph, freed: graph_pb2.GraphDef, axes: Mapping[str, int],
             continue
         if probed is None:
             continue
-        reason = _pinned_output(op, probed, batch, probe) or _constant_batch_scale(op, path, batch)
-        if reason:
+        found = _pinned_output(op, probed, batch, probe) or _constant_batch_scale(op, path, batch)
+        if found:
+            reason = found
             pins.append(Pin(op.name, op.type, reason))
             _fold_candidates(op, written, path, axes, batch, foldable)
     return pins, foldable
@@ -242,7 +245,7 @@ def _fold_candidates(op, written: gr.Graph, path: Sequence, axes: Mapping[str, i
             if value.ndim == 1 and value.dtype.kind == "i" and batch in value.tolist():
                 source = _shape_source(value.tolist(), op, written, path, axes)
                 if source is not None:
-                    out[t.op.name] = (source, written.get_tensor(source).dtype.as_datatype_enum)
+                    out[t.op.name] = (source, written.get_tensor(source).known_dtype.as_datatype_enum)
             continue
         stack.extend(t.op.inputs)
 

@@ -64,7 +64,10 @@ class OptimizerUpdate:
     slots and the global step have the same names everywhere (checkpoints use them).
     """
 
-    def __init__(self, graph: gr.Graph, graph_variables: dict, xs: Sequence[Any], optimizer: Any):
+    def __init__(self, graph: gr.Graph, graph_variables: dict, xs: Sequence[Any], blueprint: bytes):
+        self.blueprint = blueprint          # the pickled optimizer: its key, and what the workers build from
+        self.initialized = False            # on the driver: its new variables have values
+        optimizer = fresh_optimizer(blueprint)
         tensors = [x.name for x in xs if not isinstance(x, gr.Variable)]
         if tensors:
             raise GradregError(f"training updates variables, but these xs are tensors: {', '.join(tensors)}")
@@ -153,8 +156,7 @@ class Replica:
         variables (slots, global step) start from their initializers until a state is imported."""
         update = self.updates.get(blueprint)
         if update is None:
-            update = self.updates[blueprint] = OptimizerUpdate(self.graph, self.graph_variables, self.xs,
-                                                               fresh_optimizer(blueprint))
+            update = self.updates[blueprint] = OptimizerUpdate(self.graph, self.graph_variables, self.xs, blueprint)
             if update.initialize_created is not None:
                 self.session.run(update.initialize_created)
         return update
