@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -129,10 +130,12 @@ class Replica:
         self.last: dict[int, list] = {}      # step -> the ys of the update that led to it (kept for recovery)
         self.lock = threading.Lock()
         self.changed = threading.Condition()   # notified whenever the state moves
+        self.busy = {"shard": 0.0, "apply": 0.0}  # seconds spent computing (not waiting), for benchmarks
 
     # -- evaluation -----------------------------------------------------------------------------
     def shard(self, feeds: dict[str, Any], weight: float) -> dict:
         """``{"ys": [...], "grads": [...]}`` for one shard, each multiplied by ``weight``."""
+        start = time.perf_counter()
         names = tuple(feeds)
         run = self.callables.get(names)
         if run is None:
@@ -143,8 +146,10 @@ class Replica:
             if np.ndim(value) != 0:
                 raise GradregError(f"loss '{name}' has shape {list(np.shape(value))}: data-parallel "
                                    f"evaluation sums the shards' losses and needs scalars")
-        return {"ys": [_scaled(v, weight) for v in ys],
-                "grads": [_scaled(next(grads), weight) if g is not None else None for g in self.grads]}
+        out = {"ys": [_scaled(v, weight) for v in ys],
+               "grads": [_scaled(next(grads), weight) if g is not None else None for g in self.grads]}
+        self.busy["shard"] += time.perf_counter() - start
+        return out
 
     def expect(self, state: State) -> None:
         if self.state != state:
@@ -169,7 +174,9 @@ class Replica:
             return "already"
         if self.state != state:
             return "missing"
+        start = time.perf_counter()
         self.update(blueprint).run(self.session, total["grads"])
+        self.busy["apply"] += time.perf_counter() - start
         self.set_state((lineage, step + 1))
         self.last = {k: v for k, v in self.last.items() if k > step - KEEP_LOSSES}
         self.last[step + 1] = total["ys"]
