@@ -253,7 +253,8 @@ def test_the_command_line_evaluates_gradients_on_a_scheduler(threads_client, tmp
     np.testing.assert_allclose(ys["loss:0"], want_loss, rtol=1e-13)
     np.testing.assert_allclose(grads["w:0"], want_grad, rtol=1e-12)
     local = parser.parse_args(["g.pb", "--ys", "loss", "--xs", "w", "--dask", "local:1", "--reduction", "mean"])
-    assert local.dask == 1
+    assert local.dask == 1 and local.relax_batch is True
+    assert parser.parse_args(["g.pb", "--ys", "loss", "--xs", "w", "--no-relax-batch"]).relax_batch is False
     ys, grads = run_distributed_grad(local, graph, feeds)       # one worker process, started and stopped here
     np.testing.assert_allclose(grads["w:0"], want_grad, rtol=1e-12)
     for bad in (["--dask", "local:0"], ["--dask", "nowhere"], ["--split", ","]):
