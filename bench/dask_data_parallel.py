@@ -25,6 +25,19 @@ Dask's task stream and transfer logs, per step:
 
 Bytes per step: the shards the driver sends inside the tasks, plus what the workers send each
 other (Dask's transfer logs). The parameters are sent once, before the first step.
+
+Measured (issue 30; --rounds 5 --steps 8; load average 19 on the 2 cores from other work, so a
+process waiting for a core is most of what is left; medians [min..max] over rounds):
+
+    workers  1 proc ms        dask ms            ratio  compute  reduce  transfer  pickle  sched+wait  MB/step
+          1  79.6 [73..140]   235.0 [124..246]   2.95    78.0     0.0     0.0      0.05   156.9       0.40 + 0
+          2  57.0 [35..65]    458.1 [368..579]   8.04   144.1     3.5    96.6      0.08   285.9       0.40 + 5.36
+          4  100.7 [67..133]  1148.7 [1055..2740] 11.41  330.8    33.6   849.1      0.13   183.1       0.40 + 16.2
+
+(the 2.68 MB of parameters went once; per step the shards, 0.40 MB, and with n workers the
+partial sums and the total, 2.68 MB each, between workers). The target, one worker <= 1.2x, is
+not met at this load; a task's round trip through the scheduler alone measured 51 ms median
+(11 ms min) here against ~1-3 ms on an idle machine.
 """
 from __future__ import annotations
 
@@ -159,7 +172,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     feeds = batch()
     print(f"TF-written MLP 784-512-512-10, batch 128 (fixed in the graph, freed), SGD; {os.cpu_count()} cores; "
-          f"load before: {open('/proc/loadavg').read().split()[:3]}")
+          f"load before: {_load()}")
     print(f"{'workers':>7} {'1 proc ms':>16} {'dask ms':>16} {'ratio':>6} | per step: {'compute':>8} "
           f"{'reduce':>7} {'transfer':>8} {'pickle':>7} {'sched+wait':>10} | MB/step: shards, worker<->worker")
     for workers in [int(n) for n in args.workers.split(",")]:
@@ -172,16 +185,22 @@ def main(argv=None) -> None:
         print(f"{workers:>7} {_spread(r['single']):>16} {_spread(r['dp']):>16} {many / one:6.2f} | "
               f"{parts['compute'] * 1e3:8.1f} {parts['reduction'] * 1e3:7.1f} {parts['transfer'] * 1e3:8.1f} "
               f"{parts['serialisation'] * 1e3:7.2f} {max(0.0, many - critical) * 1e3:10.1f} | "
-              f"{r['shard_bytes'] / 1e6:.2f}, {between / 1e6:.2f}" + (f"  (retries {r['retries']})" if r["retries"] else ""))
+              f"{r['shard_bytes'] / 1e6:.2f}, {between / 1e6:.2f}"
+              + (f"  (retries {r['retries']})" if r["retries"] else ""))
         kinds = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in sorted(r["moved"].items()) if k.endswith("bytes"))
-        print(f"{'':>7} worker<->worker by key kind per step: {kinds or 'none'}; parameters {r['params'] / 1e6:.2f} MB, "
-              f"sent once")
-    print(f"load after: {open('/proc/loadavg').read().split()[:3]} (1, 5, 15 min); medians over rounds, "
+        print(f"{'':>7} worker<->worker by key kind per step: {kinds or 'none'}; "
+              f"parameters {r['params'] / 1e6:.2f} MB, sent once")
+    print(f"load after: {_load()} (1, 5, 15 min); medians over rounds, "
           f"min..max in brackets")
 
 
 def _spread(values: list[float]) -> str:
     return f"{statistics.median(values) * 1e3:.1f} [{min(values) * 1e3:.0f}..{max(values) * 1e3:.0f}]"
+
+
+def _load() -> list[str]:
+    """The machine's load average over 1, 5 and 15 minutes."""
+    return pathlib.Path("/proc/loadavg").read_text().split()[:3]
 
 
 if __name__ == "__main__":
