@@ -32,7 +32,7 @@ import contextlib
 import os
 import re
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any, cast
 
 import numpy as np
@@ -156,9 +156,13 @@ class BundleReader:
     as gradreg holds bfloat16), strings as object arrays of ``bytes``.
     """
 
-    def __init__(self, prefix: str):
+    def __init__(self, prefix: str, check: Callable[[str], str] | None = None):
         self.prefix = os.fspath(prefix)
-        self._index = index_path(self.prefix)
+        # ``check`` maps each file's path to the path to open, or raises: a graph's RestoreV2
+        # reads only where its FileAccess allows (gradreg.file_access).
+        self._check = check
+        self._shard_files: dict[int, str] = {}
+        self._index = self._checked(index_path(self.prefix))
         if not os.path.exists(self._index):
             hint = " (a directory: pass a checkpoint prefix such as dir/model.ckpt-100)" \
                 if os.path.isdir(self.prefix) else ""
@@ -283,7 +287,14 @@ class BundleReader:
         if not 0 <= entry.shard_id < self.num_shards:
             raise CheckpointError(f"{self._index}: tensor '{key}' names data shard {entry.shard_id} of "
                                   f"{self.num_shards}")
-        return data_path(self.prefix, entry.shard_id, self.num_shards)
+        path = self._shard_files.get(entry.shard_id)
+        if path is None:
+            path = self._shard_files[entry.shard_id] = self._checked(data_path(self.prefix, entry.shard_id,
+                                                                               self.num_shards))
+        return path
+
+    def _checked(self, path: str) -> str:
+        return path if self._check is None else self._check(path)
 
     def _read_bytes(self, key: str, entry: _Entry, raw_crc: bool = True) -> bytearray:
         """The tensor's bytes; with ``raw_crc`` checked against the entry's CRC (strings are
