@@ -11,7 +11,7 @@ checked before gradreg opens it:
 * a relative path joins the model's directory, not the working directory.
 
 The caller grants more with ``--allow-files DIR`` on the command line, ``Session(allow_files=
-[...])``, :data:`gradreg.config.allow_files` or the environment variable ``GRADREG_ALLOW_FILES``
+[...])``, ``gradreg.config.allow_files`` or the environment variable ``GRADREG_ALLOW_FILES``
 (directories separated by ``os.pathsep``): reads and writes anywhere under those directories,
 through links that stay inside them. Granting ``/`` turns the confinement off.
 

@@ -412,6 +412,32 @@ def test_gradreg_saver_index_cannot_name_outside_files(tmp_path, outside):
     assert gr.train.latest_checkpoint(str(run)) == str(run / "model-2.npz")
 
 
+@pytest.mark.parametrize("link", ["checkpoint", "model-0.npz"])
+def test_gradreg_saver_never_writes_through_a_link_in_its_directory(tmp_path, outside, link):
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(outside / "precious.txt", run / link)
+    graph = gr.Graph()
+    with graph.as_default():
+        v = gr.Variable(np.float32(1.0), name="v")
+    session = gr.Session(graph)
+    session.run(v.initializer)
+    with pytest.raises(FileAccessError, match=link):
+        gr.train.Saver().save(session, str(run / "model"), global_step=0)
+    assert (outside / "precious.txt").read_text() == "do not touch"
+
+
+@pytest.mark.parametrize("link", ["checkpoint", "model.ckpt-0.index", "model.ckpt-0.data-00000-of-00001"])
+def test_tf_saver_never_writes_through_a_link_in_its_directory(tmp_path, outside, link):
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(outside / "precious.txt", run / link)
+    with pytest.raises(FileAccessError, match="precious"):
+        tf_checkpoint.save_checkpoint(str(run / "model.ckpt"), {"w": np.float32(1.0)}, 0)
+    assert (outside / "precious.txt").read_text() == "do not touch"
+    assert sorted(os.listdir(run)) == [link]       # nothing half-written
+
+
 def test_cli_checkpoint_directory_whose_state_file_leads_out(tmp_path, outside, capsys):
     run = _tf_checkpoint_dir(tmp_path)
     (run / "checkpoint").write_text('model_checkpoint_path: "../../outside/secret"\n')

@@ -38,6 +38,7 @@ from typing import IO, Any, cast
 import numpy as np
 
 from gradreg.errors import CheckpointError, FileWriteError, GradregError
+from gradreg.file_access import resolve_inside
 from gradreg.formats import crc32c, sstable
 from gradreg.formats.atomic import Writer, atomic_write_all
 from gradreg.model import dtypes
@@ -468,6 +469,8 @@ def write_bundle(prefix: str, tensors: Mapping[str, Any], dtypes_by_key: Mapping
     records = [(HEADER_KEY, header.SerializeToString())]
     records += sorted((k.encode(), e.SerializeToString()) for k, e in entries.items())
     staged.append((index_path(prefix), lambda f: f.write(sstable.write_table(records))))
+    for path, _ in staged:      # never through a link out of the directory (docs/security.md)
+        resolve_inside(directory, os.path.basename(path), f"checkpoint '{prefix}'")
     try:
         os.makedirs(directory, exist_ok=True)
         atomic_write_all(staged)    # data shards first: the index is what readers open

@@ -76,7 +76,7 @@ def read_checkpoint_state(directory: str) -> checkpoint_state_pb2.CheckpointStat
 
 def write_checkpoint_state(directory: str, state: checkpoint_state_pb2.CheckpointState) -> None:
     """Write ``state`` as ``directory/checkpoint`` (atomically), as TensorFlow writes it."""
-    path = os.path.join(directory, STATE_FILE)
+    path = resolve_inside(directory, STATE_FILE, f"'{directory}'")      # never through a link out
     try:
         atomic_write(path, text_format.MessageToString(state).encode())
     except Exception as exc:
@@ -141,9 +141,9 @@ def save_checkpoint(save_path: str, tensors: Mapping[str, Any], global_step: int
     files of checkpoints beyond the newest ``max_to_keep`` (0 or None keeps all). Returns
     the prefix written. ``dtypes`` as in :func:`~gradreg.formats.tensor_bundle.write_bundle`."""
     prefix = os.fspath(save_path) if global_step is None else f"{os.fspath(save_path)}-{int(global_step)}"
-    write_bundle(prefix, tensors, dtypes)
     directory = os.path.dirname(os.path.abspath(prefix))
-    state = read_checkpoint_state(directory) or checkpoint_state_pb2.CheckpointState()
+    state = read_checkpoint_state(directory) or checkpoint_state_pb2.CheckpointState()   # refused before writing
+    write_bundle(prefix, tensors, dtypes)
     name = os.path.basename(prefix)
     now = time.time()
     kept = [(p, t) for p, t in _paths_and_times(state) if p != name and _own(directory, p) != real(prefix)]

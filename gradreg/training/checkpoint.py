@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from gradreg.errors import CheckpointError, FeedError, GradregError
+from gradreg.file_access import resolve_inside
 from gradreg.formats import atomic_write, tf_checkpoint
 from gradreg.formats.arrays import read_npz
 from gradreg.formats.npz import save_npz
@@ -164,6 +165,8 @@ class Saver:
             save_path += ".npz"
         directory = os.path.dirname(os.path.abspath(save_path))
         os.makedirs(directory, exist_ok=True)
+        # The directory is the caller's; what is in it may not be: never write through a link out.
+        resolve_inside(directory, os.path.basename(save_path), f"'{directory}'")
         save_variables(session, self._variables(session), save_path)
         self._update_index(directory, save_path)
         return save_path
@@ -194,6 +197,7 @@ class Saver:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(directory, old))     # a file of this directory (or a link itself)
         kept = kept[-self.max_to_keep:] if self.max_to_keep else kept
+        index_path = resolve_inside(directory, INDEX_FILE, f"'{directory}'")      # never through a link out
         atomic_write(index_path, json.dumps({"latest": name, "all": kept}, indent=1).encode())
 
 def _read_index(directory: str) -> list[str]:
