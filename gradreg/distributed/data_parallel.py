@@ -336,14 +336,15 @@ class DataParallel:
 
     def run_steps(self, update: OptimizerUpdate, batches: Iterable[Mapping[Any, Any]], split=None, *,
                   window: int = 2, on_step: Callable[[list], Any] | None = None,
-                  drain_every: int | None = None) -> int:
+                  drain_every: int | None = None, counted_from: int = 0) -> int:
         """Train on each batch: every shard's gradients, summed on the workers in shard order, applied
         by every worker to its replica. ``window`` steps are sent ahead of the one the driver waits
         for: a step's tasks that reach a worker before the update of the step before them wait
         there, outside the worker's thread pool (:meth:`.worker.Replica.wait_for`), so one step
         follows another without a round trip to the driver or the scheduler; ``on_step(ys)`` is called
-        with each step's loss values, in order. Every ``drain_every`` steps the pipeline empties
-        (so a checkpoint sees the state after exactly that step). Returns the number of steps run.
+        with each step's loss values, in order. At every multiple of ``drain_every`` (steps counted
+        from ``counted_from``) the pipeline empties, so a checkpoint sees the state after exactly
+        that step. Returns the number of steps run.
         """
         inflight: deque[PendingStep] = deque()
         count = 0
@@ -351,7 +352,7 @@ class DataParallel:
             common, shards = self._split(feeds, split)
             inflight.append(self._submit(update, common, shards, inflight[-1] if inflight else None))
             count += 1
-            drain = drain_every is not None and count % drain_every == 0
+            drain = drain_every is not None and (counted_from + count) % drain_every == 0
             while inflight and (len(inflight) > window or drain):
                 self._finish(inflight, on_step)
         while inflight:

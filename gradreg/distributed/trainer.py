@@ -94,11 +94,9 @@ def train(dp, optimizer, dataset: Iterable[Mapping[Any, Any]], steps: int, *, sp
             callback(done[0], losses[-1])
 
     drain = checkpoint_every if checkpoint_dir and checkpoint_every else None
-    if drain is not None:
-        drain = _steps_to_boundary(step, drain)
     try:
         dp.run_steps(update, itertools.islice(dataset, steps), split, window=window, on_step=on_step,
-                     drain_every=drain)
+                     drain_every=drain, counted_from=step)
     finally:
         if bar is not None:
             bar.close()
@@ -113,10 +111,3 @@ def train(dp, optimizer, dataset: Iterable[Mapping[Any, Any]], steps: int, *, sp
 def _checkpoint_path(directory: str, step: int) -> str:
     return f"{os.path.join(directory, 'model')}-{step}.npz"
 
-
-def _steps_to_boundary(start: int, every: int) -> int:
-    """run_steps drains every ``every`` steps counted from its first; with a run resumed at step
-    ``start`` the checkpoints fall on multiples of ``every`` only if ``start`` is one."""
-    if start % every:
-        raise GradregError(f"checkpoint_every={every} while resuming from step {start}: use a divisor of {start}")
-    return every
