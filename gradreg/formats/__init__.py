@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gradreg.errors import GradregError, GraphFileError, UnsupportedModelFormatError
+from gradreg.file_access import check_named_file
 from gradreg.formats.atomic import atomic_write
 from gradreg.model.graph import Graph
 from gradreg.registry import GraphFormat, get_registry
@@ -81,6 +82,7 @@ def load_graph(source: str | os.PathLike[str] | bytes, format: str | None = None
     if os.path.isdir(where):
         graph = _read_directory(where, chosen)
     else:
+        check_named_file(where, where)
         try:
             with open(where, "rb") as f:
                 data = f.read()

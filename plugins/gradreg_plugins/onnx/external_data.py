@@ -117,7 +117,8 @@ def _load_tensor(tensor: onnx.TensorProto, base: str, where: str) -> None:
                                 f"stay inside the model's directory")
     try:
         external_data_helper.load_external_data_for_tensor(tensor, base)
-    except (onnx.checker.ValidationError, ValueError, OSError) as exc:
+    except (onnx.checker.ValidationError, ValueError, OSError, RuntimeError) as exc:
+        # RuntimeError: onnx's C++ checker's std::filesystem errors (a name too long, ...)
         raise ExternalDataError(f"{where}: external data '{location}' refused: {_reason(exc, base)}") from None
 
 

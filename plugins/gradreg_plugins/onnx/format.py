@@ -128,6 +128,9 @@ def model_to_graph(model, source: str = "<ModelProto>", *, check: bool = True,
             onnx.checker.check_model(model)
         except onnx.checker.ValidationError as exc:
             raise GraphError(f"{source}: the ONNX checker rejects the model: {_first_lines(exc)}") from None
+        except UnicodeDecodeError:       # the C++ checker's strings handed back to Python
+            raise GraphError(f"{source}: the ONNX checker rejects the model: a name or string is not UTF-8") \
+                from None
     check_known_ops(model, source)
     model, original = _to_family_opset(densify_sparse_tensors(model), source)
     # inference is a help, not a requirement: types come from the nodes when it fails
