@@ -42,7 +42,7 @@ def is_call(op: Operation) -> bool:
 class InlinedGraph:
     """What :func:`inline_calls` returns: the flat ``graph_def`` (with the library functions
     its remaining nodes still run), and where each tensor and op of the source graph went:
-    ``tensors`` maps a source tensor to its tensor name in ``graph_def``; ``ops`` maps a
+    ``tensors`` maps a source tensor to its tensor name (``node:k``) in ``graph_def``; ``ops`` maps a
     source op to the node names standing for it (a call: the nodes of its body that a
     control dependency on it waits for)."""
     graph_def: graph_pb2.GraphDef
@@ -112,11 +112,11 @@ class _Inliner:
         node.CopyFrom(op.node_def)
         node.name = self._name(given if given is not None else scope.prefix + op.name, given is not None)
         del node.input[:]
-        node.input.extend(scope.tensors[t] for t in op.inputs)
+        node.input.extend(_input_text(scope.tensors[t]) for t in op.inputs)
         node.input.extend("^" + c for c in self._controls(op, scope))
         self.graph_def.node.append(node)
         for t in op.outputs:
-            scope.tensors[t] = node.name if t.value_index == 0 else f"{node.name}:{t.value_index}"
+            scope.tensors[t] = f"{node.name}:{t.value_index}"
         scope.ops[op] = [node.name]
 
     def _inline(self, op: Operation, scope: _Scope) -> None:
@@ -141,8 +141,12 @@ class _Inliner:
 
 
 def _node_of(tensor_name: str) -> str:
-    name, sep, port = tensor_name.rpartition(":")
-    return name if sep and port.isdigit() else tensor_name
+    return tensor_name.rpartition(":")[0]
+
+
+def _input_text(tensor_name: str) -> str:
+    """A NodeDef's input string for a tensor: ``node`` for output 0, ``node:k`` otherwise."""
+    return tensor_name[:-2] if tensor_name.endswith(":0") else tensor_name
 
 
 def used_functions(nodes: Iterable[node_def_pb2.NodeDef], library: FunctionLibrary) -> function_pb2.FunctionDefLibrary:

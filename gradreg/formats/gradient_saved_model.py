@@ -62,12 +62,12 @@ def save_gradient_saved_model(model: Any, flat: SignatureGraph, export_dir: str 
         raise SavedModelError(f"{model.path}: a TF1 SavedModel (no object graph): gradreg adds signatures to TF2 "
                               "SavedModels only; write the gradient graph as a GraphDef (-o grad.pb) instead")
     bound = _bound_variables(model, flat)
-    function = _gradient_function(flat, bound, _function_name(meta, name))
+    function, needed = _gradient_function(flat, bound, _function_name(meta, name))
     call = _add_call(meta, flat, function, bound, name)
     _add_signature(meta, flat, call, name)
     _add_concrete_function(meta, flat, function, bound, name)
     _add_op_definitions(meta, function, model.graph)
-    meta.graph_def.library.function.append(function)
+    _add_functions(meta.graph_def.library, [function, *needed.function])
     model.save(target)
     for stale in (FINGERPRINT, SAVED_MODEL_PBTXT):
         path = os.path.join(target, stale)
@@ -118,10 +118,12 @@ def _function_name(meta: meta_graph_pb2.MetaGraphDef, name: str) -> str:
     return f"__inference_signature_wrapper_{base}_{number}"
 
 
-def _gradient_function(flat: SignatureGraph, bound: list[tuple[str, str, int]], fname: str) -> function_pb2.FunctionDef:
+def _gradient_function(flat: SignatureGraph, bound: list[tuple[str, str, int]],
+                       fname: str) -> tuple[function_pb2.FunctionDef, function_pb2.FunctionDefLibrary]:
     """The flat graph as a FunctionDef: inputs by sorted name, then the variables' handles;
     outputs by sorted name (TensorFlow flattens a signature's keyword inputs and dict of outputs
-    in sorted key order)."""
+    in sorted key order); and the library functions it runs (loop bodies, some of them made for
+    the gradients)."""
     graph_def = flat.graph_def()
     resources = {name for name, _, _ in bound}
     for node in graph_def.node:
@@ -137,7 +139,20 @@ def _gradient_function(flat: SignatureGraph, bound: list[tuple[str, str, int]], 
         variable = flat.variables[name]
         for entry in arg.handle_data:
             entry.shape.CopyFrom(_shape_proto(variable.shape))
-    return fdef
+    return fdef, graph_def.library
+
+
+def _add_functions(library: function_pb2.FunctionDefLibrary, functions: Sequence[function_pb2.FunctionDef]) -> None:
+    """Add the functions ``library`` lacks; one it has under the same name must be the same."""
+    known = {f.signature.name: f for f in library.function}
+    for fdef in functions:
+        existing = known.get(fdef.signature.name)
+        if existing is None:
+            library.function.append(fdef)
+            known[fdef.signature.name] = fdef
+        elif existing.SerializeToString(deterministic=True) != fdef.SerializeToString(deterministic=True):
+            raise SavedModelError(f"function '{fdef.signature.name}' of the gradients differs from the SavedModel's "
+                                  "function of that name")
 
 
 def _as_resource_argument(node: node_def_pb2.NodeDef) -> None:

@@ -159,7 +159,7 @@ def signature_graph(model: Any, signature: str | None = None) -> SignatureGraph:
     output_nodes: dict[str, str] = {}
     for key, t in sig.outputs.items():
         node = graph_def.node.add(name=_unique(key, taken), op="Identity")
-        node.input.append(inlined.tensors[t])
+        node.input.append(inlined.tensors[t].removesuffix(":0"))
         attr_util.set_entry(node.attr, "T", attr_util.to_attr_value(t.known_dtype.base_dtype, "type"))
         output_nodes[key] = node.name
     for node in graph_def.node:
@@ -226,8 +226,12 @@ def signature_gradients(model: Any, ys: Sequence[str] | None = None, xs: Sequenc
         grads = as_dense_gradients(gradients(y_tensors, targets, grad_ys=weights, name=GRADIENT_SCOPE,
                                              unconnected_gradients=unconnected_gradients,
                                              custom_gradient=custom_gradient))
-        for x, g in zip(x_names, grads):
-            flat.gradients[x] = None if g is None else apply_op("Identity", g, name=gradient_name(x))
+        for x, target, g in zip(x_names, targets, grads):
+            if g is None:
+                flat.gradients[x] = None
+                continue
+            named = flat.gradients[x] = apply_op("Identity", g, name=gradient_name(x))
+            named.set_shape(target.shape)   # a gradient has its x's shape, also where inference lost it (loops)
     return flat
 
 
