@@ -51,16 +51,19 @@ class InlinedGraph:
 
 
 def inline_calls(graph: Graph, fetches: Sequence[Tensor | Operation], fed: Iterable[Tensor] = (),
-                 names: Mapping[Operation, str] | None = None) -> InlinedGraph:
+                 names: Mapping[Operation, str] | None = None, scoped: bool = True) -> InlinedGraph:
     """The ops ``fetches`` need (not looking past the ``fed`` tensors, whose ops are kept) with
     every function call inlined; see the module docstring. ``names`` renames ops of ``graph``
     (not of function bodies) in the result: the caller's choice of names for its inputs and
-    variables, kept as given (other nodes give way)."""
+    variables, kept as given (other nodes give way). Without ``scoped``, a body's nodes keep
+    their own names (``digits_cnn_1/conv1_1/convolution`` rather than
+    ``StatefulPartitionedCall_1/StatefulPartitionedCall/digits_cnn_1/conv1_1/convolution``),
+    those already taken getting a ``_1`` suffix."""
     fed = set(fed)
     fetch_ops = [f.op if isinstance(f, Tensor) else f for f in fetches]
     ops = set(needed_ops(fetch_ops, fed)) | {t.op for t in fed}
     order = topological_order(sorted(ops, key=lambda o: o.id), "graph to inline")
-    inliner = _Inliner(graph.library, set((names or {}).values()))
+    inliner = _Inliner(graph.library, set((names or {}).values()), scoped)
     scope = _Scope(prefix="", tensors={}, ops={}, waits=[])
     inliner.emit(order, scope, dict(names or {}))
     out = inliner.graph_def
@@ -79,8 +82,9 @@ class _Scope:
 
 
 class _Inliner:
-    def __init__(self, library: FunctionLibrary, reserved: set[str]):
+    def __init__(self, library: FunctionLibrary, reserved: set[str], scoped: bool):
         self.library = library
+        self.scoped = scoped
         self.graph_def = graph_pb2.GraphDef()
         self.reserved = reserved
         self.taken: set[str] = set()
@@ -125,7 +129,7 @@ class _Inliner:
         with function_nesting(caller):
             body = function_graph(self.library, function, call_attrs_of(op, "f" if op.type in CALL_TYPES else None),
                                   caller)
-            inner = _Scope(prefix=f"{scope.prefix}{op.name}/", tensors={}, ops={},
+            inner = _Scope(prefix=f"{scope.prefix}{op.name}/" if self.scoped else "", tensors={}, ops={},
                            waits=self._controls(op, scope) if op.control_inputs or not op.inputs else [])
             for arg, value in zip(body.inputs, op.inputs):
                 inner.tensors[arg] = scope.tensors[value]

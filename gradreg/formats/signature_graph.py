@@ -153,7 +153,8 @@ def signature_graph(model: Any, signature: str | None = None) -> SignatureGraph:
             names[t.op] = key
     variable_names = {entry.variable.op: entry.name for entry in model.model_variables.values()}
     names.update(variable_names)
-    inlined = inline_calls(model.graph, list(sig.outputs.values()), fed=list(sig.inputs.values()), names=names)
+    inlined = inline_calls(model.graph, list(sig.outputs.values()), fed=list(sig.inputs.values()), names=names,
+                           scoped=False)
     graph_def = inlined.graph_def
     taken = {n.name for n in graph_def.node}
     output_nodes: dict[str, str] = {}
