@@ -260,7 +260,7 @@ def test_svg_and_png_without_graphviz_fail_saying_how_to_install_it(monkeypatch)
 @pytest.mark.skipif(not HAS_DOT, reason="Graphviz is not installed")
 def test_svg_names_every_visible_op_and_folded_scope():
     graph = corpus_graph("mlp_softmax_xent")
-    view = build_view(graph)
+    view = hide_plumbing(build_view(graph))
     folding = fold(view, depth=1)
     svg = render(graph, "svg", depth=1)
     root = ET.fromstring(svg)

@@ -585,6 +585,7 @@ def _count(view: View) -> None:
 # each op that uses them, as Netron draws an ONNX model's initializers.
 VALUE_SOURCES = frozenset({"Const", "HostConst", "VarHandleOp", "VariableV2"})
 VALUE_READS = frozenset({"ReadVariableOp", "Identity", "Snapshot"})
+_VARIABLES = frozenset({"VarHandleOp", "VariableV2"})
 # Values this small show their elements inside the op that uses them.
 SHOWN_ELEMENTS = 4
 _GENERIC_CONST = re.compile(r"^((Const|HostConst|const)(_\d+)?|\d+)$")
@@ -610,7 +611,7 @@ def mark_plumbing(view: View, ops: Sequence) -> None:
 
 def _value_root(op: Any, roots: dict[Any, Any]) -> Any:
     """The op standing for the value ``op`` holds (its inputs' already in ``roots``): a constant
-    or variable (through its reads), or ``op`` itself when it computes from such values only,
+    or variable (through its reads), or ``op`` itself when it computes from constants only,
     without effects (what constant folding would fold, as the Shape and Expand an exporter
     derives a bias from); None for any other op."""
     if op.type in VALUE_SOURCES and not op.inputs:
@@ -619,6 +620,8 @@ def _value_root(op: Any, roots: dict[Any, Any]) -> Any:
         return None
     if op.type in VALUE_READS and len(op.inputs) == 1:
         return roots[op.inputs[0].op]
+    if any(roots[t.op].type in _VARIABLES for t in op.inputs):   # a variable changes: not folded
+        return None
     return op if op.definition is not None and not op.definition.stateful and op.outputs else None
 
 

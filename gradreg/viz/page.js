@@ -644,7 +644,13 @@
   document.getElementById("fit").addEventListener("click", fit);
   const plumbingSwitch = document.getElementById("plumbing");
   plumbingSwitch.checked = state.plumbing;
-  plumbingSwitch.addEventListener("change", () => { state.plumbing = plumbingSwitch.checked; draw(); });
+  plumbingSwitch.addEventListener("change", () => {
+    // boxes that were not drawn (holding nothing but plumbing, or one op drawn for the box) appear open
+    const unseen = boxes.map((box, b) => b > 0 && (box.live === 0 || soleNode(b) >= 0));
+    state.plumbing = plumbingSwitch.checked;
+    if (state.plumbing) unseen.forEach((yes, b) => { if (yes) state.open.add(b); });
+    draw();
+  });
 
   // #open=KEY,KEY opens boxes by key (a link can share a view); window.gradregView for scripts
   const hash = decodeURIComponent(location.hash.slice(1));
