@@ -83,6 +83,10 @@ class SignatureGraph:
 
     def session(self, backend: str | None = None) -> Session:
         """A Session on :attr:`graph` with every variable set to its value in the model."""
+        missing = sorted(set(self.variables) - set(self.values))
+        if missing:
+            raise SavedModelError(f"{self.source}: signature '{self.signature}' was inlined without the values of "
+                                  f"its variables ({', '.join(missing)})")
         session = Session(self.graph, backend=backend)
         for name, variable in self.variables.items():
             variable.load(self.values[name], session)
@@ -111,6 +115,8 @@ class SignatureGraph:
             wanted = _needed_names(fetches, self.inputs.values())
             out.node.extend(n for n in full.node if n.name in wanted)
             return out
+        if set(self.variables) - set(self.values):
+            self.session()      # the error naming the variables without values
         values = {v.op: self.values[name] for name, v in self.variables.items()}
         ops = _needed_ops(fetches, self.inputs.values())
         return freeze_ops(self.graph, ops, values)
@@ -139,9 +145,11 @@ def choose_signature(model: Any, signature: str | None) -> str:
     raise SavedModelError(f"{model.path}: choose a signature: {names}")
 
 
-def signature_graph(model: Any, signature: str | None = None) -> SignatureGraph:
+def signature_graph(model: Any, signature: str | None = None, with_values: bool = True) -> SignatureGraph:
     """Signature ``signature`` (default ``serving_default``, or the only one) of a
-    :class:`~gradreg.formats.saved_model_loader.LoadedSavedModel` as a flat graph."""
+    :class:`~gradreg.formats.saved_model_loader.LoadedSavedModel` as a flat graph.
+    ``with_values=False`` leaves :attr:`SignatureGraph.values` empty (a picture needs no value,
+    and a model loaded without running its init op may lack some)."""
     name = choose_signature(model, signature)
     sig = model.signatures[name]
     if sig.unsupported:
@@ -180,7 +188,8 @@ def signature_graph(model: Any, signature: str | None = None) -> SignatureGraph:
         entry = by_name.get(op.name)
         source_op = entry.variable.op if entry is not None else model.graph.get_operation(op.name)
         variables[op.name] = variable_from_op(op, entry.trainable if entry is not None else False)
-        values[op.name] = _value(model, source_op)
+        if with_values:
+            values[op.name] = _value(model, source_op)
         model_ops[op.name] = source_op
     return SignatureGraph(graph, name, inputs, outputs, variables, values, model.path, model_ops=model_ops)
 

@@ -24,6 +24,8 @@ def graph_to_draw(path: str | os.PathLike[str], signature: str | None = None,
     title = os.path.basename(os.path.normpath(where))
     if not is_saved_model_dir(where):
         return load_graph(where), title
-    flat = signature_graph(load_saved_model(where, tuple(tags or DEFAULT_TAGS)), signature)
+    # a picture runs no op of the model (docs/security.md) and needs no value
+    model = load_saved_model(where, tuple(tags or DEFAULT_TAGS), run_init_op=False)
+    flat = signature_graph(model, signature, with_values=False)
     # the ops the signature's outputs need (flat.graph also holds the reads its Variables made)
     return import_graph_def(flat.graph_def(), source=where), f"{title} \u2014 signature {flat.signature}"
