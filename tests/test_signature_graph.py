@@ -277,3 +277,20 @@ def test_grad_writes_the_gradients_saved_model(tmp_path, capsys):
     assert sorted(values) == ["image_grad", "output_0", "probs/bias_grad"]
     # d/dbias of sum(softmax) is zero up to roundoff: the probabilities sum to one
     np.testing.assert_allclose(values["probs/bias_grad"], 0.0, atol=1e-6)
+
+
+def test_a_tf1_models_flat_graph_restores_its_variables_and_the_local_one_its_init_op_sets(tmp_path, capsys):
+    tf1 = SAVED_MODELS.parent.parent / "saved_model_io" / "tf1_model"
+    code, out, _ = _run(["grad", tf1, "--ys", "logits", "--xs", "x", "-o", tmp_path / "g.pb"], capsys)
+    assert code == 0 and "fetch logits, offset, probabilities, x_grad" in out
+    x = np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)
+    code, out, _ = _run(["run", tmp_path / "g.pb", "--checkpoint", tf1, "--feed", f"x={x.tolist()}",
+                         "--fetch", "x_grad,offset", "--json"], capsys)
+    assert code == 0
+    values = {o["name"]: np.array(o["values"]) for o in json.loads(out)["outputs"]}
+    assert values["offset:0"] == 7                      # a local variable: the model's main op sets it
+    model = gr.load_saved_model(str(tf1))
+    sig = model.signatures["serving_default"]
+    with model.graph.as_default():
+        (expected,) = gr.gradients(sig.outputs["logits"], [sig.inputs["x"]])
+    np.testing.assert_allclose(values["x_grad:0"], model.session.run(expected, {sig.inputs["x"]: x}), rtol=1e-6)

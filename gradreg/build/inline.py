@@ -51,19 +51,21 @@ class InlinedGraph:
 
 
 def inline_calls(graph: Graph, fetches: Sequence[Tensor | Operation], fed: Iterable[Tensor] = (),
-                 names: Mapping[Operation, str] | None = None, scoped: bool = True) -> InlinedGraph:
+                 names: Mapping[Operation, str] | None = None, scoped: bool = True,
+                 reserved: Iterable[str] = ()) -> InlinedGraph:
     """The ops ``fetches`` need (not looking past the ``fed`` tensors, whose ops are kept) with
     every function call inlined; see the module docstring. ``names`` renames ops of ``graph``
     (not of function bodies) in the result: the caller's choice of names for its inputs and
     variables, kept as given (other nodes give way). Without ``scoped``, a body's nodes keep
     their own names (``digits_cnn_1/conv1_1/convolution`` rather than
     ``StatefulPartitionedCall_1/StatefulPartitionedCall/digits_cnn_1/conv1_1/convolution``),
-    those already taken getting a ``_1`` suffix."""
+    those already taken getting a ``_1`` suffix. No node but those ``names`` gives them takes the
+    ``reserved`` names (the caller's for nodes it adds)."""
     fed = set(fed)
     fetch_ops = [f.op if isinstance(f, Tensor) else f for f in fetches]
     ops = set(needed_ops(fetch_ops, fed)) | {t.op for t in fed}
     order = topological_order(sorted(ops, key=lambda o: o.id), "graph to inline")
-    inliner = _Inliner(graph.library, set((names or {}).values()), scoped)
+    inliner = _Inliner(graph.library, set((names or {}).values()) | set(reserved), scoped)
     scope = _Scope(prefix="", tensors={}, ops={}, waits=[])
     inliner.emit(order, scope, dict(names or {}))
     out = inliner.graph_def

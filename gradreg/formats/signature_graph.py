@@ -46,6 +46,8 @@ from gradreg.runtime.session import Session
 from gradreg.training.variables import VARIABLE_OP_TYPES, Variable, variable_from_op
 
 GRADIENT_SCOPE = "gradients"
+# On a variable op of a signature graph whose name differs from its op's in the SavedModel.
+SOURCE_NAME_ATTR = "_saved_model_name"
 
 
 def gradient_name(x: str) -> str:
@@ -162,7 +164,7 @@ def signature_graph(model: Any, signature: str | None = None, with_values: bool 
     variable_names = {entry.variable.op: entry.name for entry in model.model_variables.values()}
     names.update(variable_names)
     inlined = inline_calls(model.graph, list(sig.outputs.values()), fed=list(sig.inputs.values()), names=names,
-                           scoped=False)
+                           scoped=False, reserved=sig.outputs)
     graph_def = inlined.graph_def
     taken = {n.name for n in graph_def.node}
     output_nodes: dict[str, str] = {}
@@ -171,9 +173,14 @@ def signature_graph(model: Any, signature: str | None = None, with_values: bool 
         node.input.append(inlined.tensors[t].removesuffix(":0"))
         attr_util.set_entry(node.attr, "T", attr_util.to_attr_value(t.known_dtype.base_dtype, "type"))
         output_nodes[key] = node.name
+    outer = {inlined.tensors[t.op.outputs[0]].rpartition(":")[0]: t.op.name for t in _outer_variables(model, sig)}
     for node in graph_def.node:
         if node.op in VARIABLE_OP_TYPES and node.name in set(variable_names.values()):
             attr_util.set_entry(node.attr, "shared_name", attr_util.to_attr_value(node.name, "string"))
+        elif node.op in VARIABLE_OP_TYPES and outer.get(node.name, node.name) != node.name:
+            # a variable no object graph or collection names, renamed for a signature name:
+            # remember its own, which restore_from_saved_model looks for
+            attr_util.set_entry(node.attr, SOURCE_NAME_ATTR, attr_util.to_attr_value(outer[node.name], "string"))
     where = f"{model.path}: signature '{name}' inlined"
     graph = import_graph_def(graph_def, source=where)
     inputs = {key: graph.get_tensor(inlined.tensors[t]) for key, t in sig.inputs.items()}
@@ -186,12 +193,20 @@ def signature_graph(model: Any, signature: str | None = None, with_values: bool 
         if op.type not in VARIABLE_OP_TYPES:
             continue
         entry = by_name.get(op.name)
-        source_op = entry.variable.op if entry is not None else model.graph.get_operation(op.name)
+        own = op.get_attr(SOURCE_NAME_ATTR) if op.has_attr(SOURCE_NAME_ATTR) else op.name
+        source_op = entry.variable.op if entry is not None else model.graph.get_operation(
+            own.decode() if isinstance(own, bytes) else own)
         variables[op.name] = variable_from_op(op, entry.trainable if entry is not None else False)
         if with_values:
             values[op.name] = _value(model, source_op)
         model_ops[op.name] = source_op
     return SignatureGraph(graph, name, inputs, outputs, variables, values, model.path, model_ops=model_ops)
+
+
+def _outer_variables(model: Any, sig: Any) -> list[Tensor]:
+    """The handles of the variable ops of the model's graph that the signature's outputs need."""
+    ops = needed_ops([t.op for t in sig.outputs.values()], set(sig.inputs.values()))
+    return [op.outputs[0] for op in ops if op.type in VARIABLE_OP_TYPES]
 
 
 def _unique(base: str, taken: set[str]) -> str:
@@ -264,17 +279,25 @@ def restore_from_saved_model(session: Session, variables: Sequence[Variable], ex
                              tags: Iterable[str] = ("serve",)) -> list[str]:
     """Set ``variables`` (of a graph such as :meth:`SignatureGraph.graph_def` writes) in
     ``session`` to the values of the SavedModel ``export_dir``'s variables of the same names
-    (as :attr:`LoadedSavedModel.variables` names them); returns the names restored.
+    (as :attr:`LoadedSavedModel.variables` names them, else the variable op of that name, with
+    the value the model's init op gives it); returns the names restored.
     CheckpointError naming the first variable the SavedModel lacks, and then nothing is set."""
     model = load_saved_model(os.fspath(export_dir), tags)
     found = []
     for variable in variables:
-        name = variable.op.name
+        op = variable.op
+        name = op.get_attr(SOURCE_NAME_ATTR) if op.has_attr(SOURCE_NAME_ATTR) else op.name
+        name = name.decode() if isinstance(name, bytes) else name
         entry = model.model_variables.get(name)
-        if entry is None:
+        if entry is not None:
+            found.append((variable, np.asarray(model.session.run(entry.variable))))
+        elif name in model.graph and model.graph.get_operation(name).type in VARIABLE_OP_TYPES:
+            # a variable of the graph the object graph or collections do not list (a TF1 local
+            # variable, which the model's init op sets): the signature graph keeps its op's name
+            found.append((variable, _value(model, model.graph.get_operation(name))))
+        else:
             raise CheckpointError(f"{export_dir}: the SavedModel has no variable '{name}'; its variables are "
                                   f"{sorted(model.model_variables)}")
-        found.append((variable, np.asarray(model.session.run(entry.variable))))
     for variable, value in found:
         if not variable.shape.is_compatible_with(value.shape):
             raise CheckpointError(f"{export_dir}: variable '{variable.op.name}' has shape {list(value.shape)} in "
