@@ -202,8 +202,9 @@ def _add_execution_options(p: argparse.ArgumentParser, checkpoint: bool = True) 
                         f"{PRINT_THRESHOLD})")
     if checkpoint:
         p.add_argument("--checkpoint", metavar="CKPT",
-                       help="restore the graph's variables first: a gradreg .npz checkpoint or a TensorFlow "
-                            "checkpoint (prefix such as model.ckpt-3, or its directory)")
+                       help="restore the graph's variables first: a gradreg .npz checkpoint, a TensorFlow "
+                            "checkpoint (prefix such as model.ckpt-3, or its directory), or a SavedModel directory "
+                            "(its variables, by name)")
 
 
 FEED_HELP = ("feed values: FILE.npz (keys are tensor names like x:0; a SavedModel's input names), NAME=FILE.npy, "
@@ -249,8 +250,12 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                    "gradient): fail (default) or differentiate through its forward ops")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="save the graph with its gradient nodes (.pb, .pbtxt, .json; .onnx writes an ONNX model of the "
-                        "ys and gradients); SavedModel: OUT.npz saves the gradients' values keyed by x. Without -o "
-                        "the values are printed")
+                        "ys and gradients). SavedModel: OUT.pb is the signature as one flat graph with its gradients "
+                        "(functions inlined; run it with --checkpoint DIR, or write it with --freeze), OUTDIR/ a copy "
+                        "of the SavedModel with a 'gradients' signature added, OUT.npz the gradients' values keyed "
+                        "by x. Without -o the values are printed")
+    p.add_argument("--freeze", action="store_true",
+                   help="SavedModel, with -o OUT.pb: the variables become constants of their values")
     p.add_argument("--json", action="store_true",
                    help='print {"gradients": {x: gradient name or null}} (and "values" when evaluated)')
     p.add_argument("--feed", action="append", default=[], metavar="FEED", help=FEED_HELP)

@@ -35,6 +35,7 @@ from gradreg.distributed import run_distributed_grad
 from gradreg.errors import FeedError
 from gradreg.formats import format_for_path, formats, load_graph, save_graph
 from gradreg.formats.model_kinds import is_saved_model_dir
+from gradreg.formats.signature_graph import restore_from_saved_model
 from gradreg.model.graph import Graph
 from gradreg.registry import Registry, get_registry
 from gradreg.registry.support import op_support
@@ -62,7 +63,10 @@ def _session(graph: Graph, args: argparse.Namespace) -> Session:
         variables = find_variables(graph)
         if not variables:
             raise UsageError(f"--checkpoint: {args.graph} has no variables (VarHandleOp or VariableV2) to restore")
-        Saver(var_list=variables).restore(session, args.checkpoint)
+        if is_saved_model_dir(args.checkpoint):     # a SavedModel's values, by its variables' names
+            restore_from_saved_model(session, variables, args.checkpoint)
+        else:
+            Saver(var_list=variables).restore(session, args.checkpoint)
     return session
 
 
@@ -126,6 +130,8 @@ def cmd_grad(args: argparse.Namespace) -> int:
     if is_saved_model_dir(args.graph):
         return grad_saved_model(args)
     graph_only(args, "signature")
+    if args.freeze:
+        raise UsageError(f"--freeze applies to a SavedModel directory, and {args.graph} is not one")
     graph = load_graph(args.graph)
     ys = find_tensors(graph, args.ys, "--ys")
     xs = find_tensors(graph, args.xs, "--xs")
