@@ -43,15 +43,15 @@ def test_constants_and_variables_are_listed_inside_the_ops_that_use_them(graph):
     _, _, y = dense_layer(graph)
     view = build_view(graph, ys=[y])
     plumbing = {n.name: n.op_type for n in view.nodes.values() if n.plumbing}
-    assert plumbing == {"dense/kernel": "VarHandleOp", "dense/ReadVariableOp": "ReadVariableOp",
+    assert plumbing == {"dense/kernel": "VarHandleOp", "dense/MatMul/ReadVariableOp": "ReadVariableOp",
                         "dense/bias": "Const"}
     assert view.nodes["dense/MatMul"].params == ["b: dense/kernel [3,4]"]       # MatMul(a, b)
-    assert view.nodes["dense/AddV2"].params == ["y: bias [4] = [0,1,2,3]"]      # few elements: shown
+    assert view.nodes["dense/add"].params == ["y: bias [4] = [0,1,2,3]"]        # few elements: shown
     assert view.nodes["dense/relu"].params == []
     shown = hide_plumbing(view)
-    assert sorted(shown.nodes) == ["dense/AddV2", "dense/MatMul", "dense/relu", "x"]
-    assert {(e.src, e.dst) for e in shown.edges} == {("x", "dense/MatMul"), ("dense/MatMul", "dense/AddV2"),
-                                                      ("dense/AddV2", "dense/relu")}
+    assert sorted(shown.nodes) == ["dense/MatMul", "dense/add", "dense/relu", "x"]
+    assert {(e.src, e.dst) for e in shown.edges} == {("x", "dense/MatMul"), ("dense/MatMul", "dense/add"),
+                                                      ("dense/add", "dense/relu")}
     assert sorted(b.key for b in shown.boxes.values()) == ["", "dense"]      # the box of the variable is gone
 
 
