@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from gradreg.backends import threads
+from gradreg.backends import threads, workers
 from gradreg.backends.numba import jit
 from gradreg.backends.numba.cache import load_kernel, precompile
 from gradreg.backends.numba.codegen import (
@@ -254,8 +254,8 @@ def _launch(loop: Any, outer: int, work: int, args: tuple[Any, ...]) -> None:
     if parts <= 1:
         loop(0, outer, *args)
         return
-    pieces = threads.split(outer, parts)
-    threads.parallel(lambda i: loop(pieces[i][0], pieces[i][1], *args), parts)
+    pieces = workers.split(outer, parts)
+    workers.parallel(lambda i: loop(pieces[i][0], pieces[i][1], *args), parts)
 
 
 @dataclass

@@ -13,9 +13,8 @@ import functools
 
 import numpy as np
 
-from gradreg.backends import threads
-from gradreg.backends.numba.codegen import compile_module
-from gradreg.backends.numba.description import elementwise, numba_available
+from gradreg import kernel_support as ks
+from gradreg.kernel_support import compile_module, elementwise, numba_available
 from gradreg.model import dtypes
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import Tiered
@@ -257,7 +256,7 @@ family.kernel("LogSoftmax", backend="numba")(_row_kernel("log_softmax"))
 # -- depthwise convolution ------------------------------------------------------------------------
 
 # NHWC; f is (kh, kw, c, multiplier); output channel c * multiplier + k. Each loop covers the
-# batch entries n0..n1 (the kernel splits the batch over threads: gradreg.backends.threads)
+# batch entries n0..n1 (the kernel splits the batch over threads: gradreg.kernel_support)
 # and skips the taps that fall in the padding instead of padding the input.
 _DEPTHWISE = """
 @njit(cache=True, nogil=True)
@@ -370,11 +369,11 @@ def _geometry_args(conv) -> tuple:
 
 def _batch_parts(conv, run) -> list:
     """``run(n0, n1)`` over the batch, split over the threads the convolution's size earns."""
-    parts = min(threads.threads_for(conv.flops, _DEPTHWISE_FLOPS_PER_THREAD), conv.n)
+    parts = min(ks.threads_for(conv.flops, _DEPTHWISE_FLOPS_PER_THREAD), conv.n)
     if parts <= 1:
         return [run(0, conv.n)]
-    pieces = threads.split(conv.n, parts)
-    return threads.parallel(lambda i: run(*pieces[i]), len(pieces))
+    pieces = ks.split(conv.n, parts)
+    return ks.parallel(lambda i: run(*pieces[i]), len(pieces))
 
 
 def _depthwise_factory(kind: str):
