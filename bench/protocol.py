@@ -70,10 +70,18 @@ def workloads() -> dict[str, tuple[str, list[tuple[str, str, dict]], dict[str, f
                        [("gradreg", "foreign_cnn:gradreg_step", {"name": name})]
                        + ([("tensorflow", "foreign_cnn:tensorflow_step", {"name": name})] if tf else [])
                        + ([("jax jit", "graph_to_jax:cnn_step", {"name": name})] if jax else []), {})
+    import realistic
+    for name, label in (("mobilenet_v2_224", "Keras MobileNetV2 (alpha 1.0, 224x224, batch 32)"),
+                        ("resnet50_224", "Keras ResNet50 (224x224, batch 32)")):
+        found[name] = (f"{label}: one training step (forward, gradients w.r.t. every weight, SGD)",
+                       realistic.contenders(name, tf, jax, _have("onnxruntime")), {})
     return found
 
 
-ALIASES = {"cnn": ["mobilenet_v2_64", "densenet_slim_32", "resnet_slim_f64_32"]}
+ALIASES = {"cnn": ["mobilenet_v2_64", "densenet_slim_32", "resnet_slim_f64_32"],
+           "realistic": ["mobilenet_v2_224", "resnet50_224"]}
+# Not in the default run (graphs made on first use, minutes a call): --workload realistic.
+LARGE = ("mobilenet_v2_224", "resnet50_224")
 
 
 @dataclasses.dataclass
@@ -204,13 +212,19 @@ def report(title: str, results: dict[str, dict[str, Samples]], targets: dict[str
                 if ref in references:
                     line += f", {mine / references[ref]:.2f}x {ref} (target <= {ratio})"
             print(line)
+        for name, s in samples.items():      # --python: each other version against this one
+            base = name.split(" [")[0]
+            if name != base and base in samples:
+                print(f"    {name}: {s.quartiles()[1] / samples[base].quartiles()[1]:.2f}x {base} (wall), "
+                      f"{statistics.median(s.cpu) / statistics.median(samples[base].cpu):.2f}x (CPU)")
     return medians
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", action="append", help="mlp, elementwise, rnn, cnn (the three CNNs) or one "
-                        "CNN's name; default: all")
+    parser.add_argument("--workload", action="append", help="mlp, elementwise, rnn, cnn (the three CNNs), one "
+                        "CNN's name, or realistic (MobileNetV2 and ResNet50 at 224x224, batch 32); default: all "
+                        "but the realistic ones")
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--turn", type=int, default=3)
@@ -224,7 +238,7 @@ def main() -> None:
     args = parser.parse_args()
     known = workloads()
     chosen = []
-    for w in args.workload or list(known):
+    for w in args.workload or [name for name in known if name not in LARGE]:
         chosen.extend(ALIASES.get(w, [w]))
     print(f"protocol: warm-up {args.warmup}, {args.rounds} rounds of turns of {args.turn} calls, "
           f"gaps {args.gap} s, cold {args.cold_calls} calls; {os.cpu_count()} CPUs; {load()}", flush=True)

@@ -107,3 +107,51 @@ def test_without_a_policy_the_plan_builds_at_compile_time(monkeypatch):
     assert built == [True]
     (name, _), = plan.upgrades
     assert plan._fn.__globals__[name] is not np.exp
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here: the thread compiles")
+def test_background_builds_run_first_in_a_child_process_then_here(monkeypatch, tmp_path):
+    # The child fills the disk cache; this process builds again (a load from the cache) and
+    # swaps the kernel in. Each build notes the process it ran in.
+    monkeypatch.setenv("GRADREG_JIT", "background")
+    log = tmp_path / "builds"
+
+    def build():
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return lambda v: np.exp(v) * 1.0
+    installed = []
+    jit.submit(Tiered(np.exp, build, "Exp logged"), installed.append)
+    assert jit.wait_for_kernels(120)
+    pids = [int(line) for line in log.read_text().split()]
+    assert len(pids) == 2 and pids[0] != os.getpid() and pids[1] == os.getpid()
+    assert len(installed) == 1
+    np.testing.assert_allclose(installed[0](np.array([1.0])), np.exp([1.0]))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here: the thread compiles")
+def test_a_child_that_dies_leaves_the_builds_to_the_thread(monkeypatch):
+    monkeypatch.setenv("GRADREG_JIT", "background")
+    parent = os.getpid()
+
+    def build():
+        if os.getpid() != parent:
+            os._exit(3)          # the child dies on its first kernel
+        return lambda v: np.exp(v) + 0.0
+    installed = []
+    for k in range(2):
+        jit.submit(Tiered(np.exp, build, f"Exp {k}"), installed.append)
+    assert jit.wait_for_kernels(120)
+    assert len(installed) == 2
+
+
+def test_thread_mode_compiles_in_this_process(monkeypatch):
+    monkeypatch.setenv("GRADREG_JIT", "thread")
+    pids = []
+
+    def build():
+        pids.append(os.getpid())
+        return np.exp
+    jit.submit(Tiered(np.exp, build, "Exp here"), lambda kernel: None)
+    assert jit.wait_for_kernels(60)
+    assert pids == [os.getpid()]
