@@ -23,19 +23,25 @@ and the process's CPU time per call (threads included); the machine's load (/pro
 the 1-minute average and the threads runnable) is printed before and after each part, and
 the ratio of gradreg to the best reference. ``--python NAME=PATH`` adds gradreg contenders
 run by another interpreter or source tree (``NAME=PATH:SRC`` puts SRC first on sys.path),
-for A/B comparisons of two versions in the same turns.
+for A/B comparisons of two versions in the same turns. ``--neighbour busy`` runs the warm part
+beside a process keeping one core busy, ``--neighbour bursts`` beside one that uses every core
+for 50 ms every 0.5 s (issue 31: a neighbour's brief burst must not halve gradreg's speed for
+the next 100 ms).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.util
 import os
 import pathlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 from _timing import Contender, _Worker
 
@@ -125,6 +131,35 @@ def _with_python(contenders: list[Contender], others: list[str]) -> list[Contend
                     env["PYTHONPATH"] = os.pathsep.join([src, os.path.join(src, "plugins"), str(BENCH)])
                 found.append(Contender(f"{c.name} [{label}]", c.factory, dict(c.kwargs), env))
     return found
+
+
+NEIGHBOURS = {
+    # one process keeping one core busy the whole time
+    "busy": "while True: pass",
+    # a neighbour's brief bursts: every 0.5 s, 50 ms of work on every core (threads of a NumPy
+    # product), then idle; issue 31: such a burst must not halve gradreg's speed for the next 100 ms
+    "bursts": ("import time, numpy as np\n"
+               "a = np.ones((600, 600))\n"
+               "while True:\n"
+               "    end = time.perf_counter() + 0.05\n"
+               "    while time.perf_counter() < end: a @ a\n"
+               "    time.sleep(0.45)\n"),
+}
+
+
+@contextlib.contextmanager
+def neighbour(kind: str | None) -> Iterator[None]:
+    """Another process beside the contenders for the duration (NEIGHBOURS), or none."""
+    if kind is None:
+        yield
+        return
+    process = subprocess.Popen([sys.executable, "-c", NEIGHBOURS[kind]])
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        process.kill()
+        process.wait()
 
 
 def warm(contenders: list[Contender], warmup: int, rounds: int, turn: int, gap: float) -> dict[str, dict[str, Samples]]:
@@ -233,6 +268,8 @@ def main() -> None:
     parser.add_argument("--no-cold", action="store_true")
     parser.add_argument("--no-warm", action="store_true")
     parser.add_argument("--only", action="append", help="run only these contenders (names as printed)")
+    parser.add_argument("--neighbour", choices=sorted(NEIGHBOURS), help="run the warm part beside another "
+                        "process: busy (one core, all the time) or bursts (every core for 50 ms every 0.5 s)")
     parser.add_argument("--python", action="append", default=[], help="NAME=PATH[:SRC]: gradreg again, run by "
                         "the interpreter PATH with the source tree SRC first on sys.path (A/B of two versions)")
     args = parser.parse_args()
@@ -250,8 +287,10 @@ def main() -> None:
         print(f"\n{name}: {title}", flush=True)
         steady: dict[str, float] = {}
         if not args.no_warm:
-            results = warm(contenders, args.warmup, args.rounds, args.turn, args.gap)
-            report(f"{name}, warm cache ({load()}):", results, targets)
+            with neighbour(args.neighbour):
+                results = warm(contenders, args.warmup, args.rounds, args.turn, args.gap)
+            beside = f", beside a neighbour: {args.neighbour}" if args.neighbour else ""
+            report(f"{name}, warm cache{beside} ({load()}):", results, targets)
             steady = {n: s.quartiles()[1] for n, s in results["back to back"].items()}
         if not args.no_cold:
             print(f"{name}, cold cache, each contender alone, timed from the first call ({load()}):", flush=True)

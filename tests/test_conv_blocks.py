@@ -59,9 +59,9 @@ def test_blocks_shared_among_threads_give_the_single_thread_values(xs, fs, strid
     calls = []
     real_parallel = workers.parallel
 
-    def parallel(fn, parts):
-        calls.append(parts)
-        return real_parallel(fn, parts)
+    def parallel(fn, parts, threads=None):
+        calls.append(threads)
+        return real_parallel(fn, parts, threads)
 
     monkeypatch.setattr(conv.ks, "threads_for", lambda work, per_thread: 2)
     monkeypatch.setattr(conv.ks, "parallel", parallel)

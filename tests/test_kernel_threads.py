@@ -23,18 +23,59 @@ def spin_pool():
     return pool
 
 
-def test_parts_come_back_in_order_from_the_workers():
-    pool = spin_pool()
+def test_parts_come_back_in_order_part_zero_from_the_caller():
+    spin_pool()
     seen = []
 
     def part(i):
         seen.append((i, threading.get_ident()))
         return i * 10
-    parts = min(threads.cores(), pool.workers + 1)
-    assert workers.parallel(part, parts) == [10 * i for i in range(parts)]
-    callers = {tid for i, tid in seen if i == 0}
-    others = {tid for i, tid in seen if i > 0}
-    assert callers == {threading.get_ident()} and others and not others & callers
+    assert workers.parallel(part, 7, 2) == [10 * i for i in range(7)]
+    assert sorted(i for i, _ in seen) == list(range(7))               # each part once
+    assert [tid for i, tid in seen if i == 0] == [threading.get_ident()]
+
+
+def test_a_worker_takes_parts_while_the_caller_is_busy():
+    spin_pool()
+    started = threading.Event()
+    where = {}
+
+    def part(i):
+        where[i] = threading.get_ident()
+        if i == 0:                       # the caller's part waits until another thread runs part 1
+            assert started.wait(30)
+        else:
+            started.set()
+        return i
+    assert workers.parallel(part, 2, 2) == [0, 1]
+    assert where[0] == threading.get_ident() and where[1] != threading.get_ident()
+
+
+def test_the_caller_takes_the_parts_of_a_worker_that_does_not_come():
+    # A worker another process keeps off its core, played by a worker busy with a task of ours:
+    # the call does not wait for it, its caller runs every part.
+    pool = spin_pool()
+    release, busy = threading.Event(), threading.Event()
+
+    def blocker(_):
+        busy.set()
+        release.wait(30)
+    with pool.lock:
+        number = pool.post(blocker, 0)
+    try:
+        assert busy.wait(30)
+        where = []
+
+        def part(i):
+            where.append(threading.get_ident())
+            return i * 2
+        assert workers.parallel(part, 6, 2) == [0, 2, 4, 6, 8, 10]
+        assert set(where) == {threading.get_ident()}
+    finally:
+        release.set()
+    with pool.lock:
+        pool.wait_posted(number + 1, 0)      # the late worker ran the call's (empty) share after
+    assert workers.parallel(lambda i: i + 1, 2, 2) == [1, 2]
 
 
 def test_a_workers_error_is_raised_in_the_caller_after_every_part_finished():

@@ -106,9 +106,9 @@ def test_blas_threads_come_back_to_the_callers_count_after_a_split_convolution(m
         inside = []
         real_parallel = workers.parallel
 
-        def parallel(fn, parts):
-            inside.append((parts, threads.blas_limit(), threadpoolctl.threadpool_info()))
-            return real_parallel(fn, parts)
+        def parallel(fn, parts, threads_used=None):
+            inside.append((threads_used, threads.blas_limit(), threadpoolctl.threadpool_info()))
+            return real_parallel(fn, parts, threads_used)
         monkeypatch.setattr(conv.ks, "parallel", parallel)
         g, x, fetches, value = _cnn_graph(1)
         gr.Session(g, backend="numpy").run(fetches, {x: value})
@@ -155,7 +155,8 @@ def test_threadpoolctl_limits_are_honoured(monkeypatch):
         assert threads.max_threads() == 1
         assert threads.threads_for(1e12, 1.0) == 1
         seen = []
-        monkeypatch.setattr(conv.ks, "parallel", lambda fn, parts: seen.append(parts) or workers.parallel(fn, parts))
+        monkeypatch.setattr(conv.ks, "parallel", lambda fn, parts, used=None: seen.append(used)
+                            or workers.parallel(fn, parts, used))
         g, x, fetches, value = _cnn_graph(2)
         gr.Session(g, backend="numpy").run(fetches, {x: value})
         assert seen == []                    # no convolution split its batch

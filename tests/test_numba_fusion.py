@@ -363,9 +363,9 @@ def test_a_large_group_is_split_over_threads_with_the_same_result(rng, monkeypat
     calls = []
     original = fused_kernels.workers.parallel
 
-    def counted(fn, parts):
-        calls.append(parts)
-        return original(fn, parts)
+    def counted(fn, parts, threads=None):
+        calls.append(threads)
+        return original(fn, parts, threads)
     monkeypatch.setattr(fused_kernels.threads, "threads_for", lambda work, per_thread: 3)
     monkeypatch.setattr(fused_kernels.workers, "parallel", counted)
     got = gr.Session(graph, backend="numba").run(y, {x: value})

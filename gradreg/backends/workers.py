@@ -1,6 +1,12 @@
 """gradreg's kernel threads: :func:`parallel` runs the parts of a kernel (numba loops that release
 the GIL, NumPy calls) on the calling thread and a few worker threads; :func:`split` cuts a range
-into parts. How many parts a kernel makes is :func:`gradreg.backends.threads.threads_for`'s answer.
+into parts. How many threads a kernel uses is :func:`gradreg.backends.threads.threads_for`'s answer.
+
+The threads share the parts as they go: each takes the next part not yet taken, the caller
+first. A kernel cut into more parts than threads (a few a thread) then does not wait for a
+worker that another process keeps off its core: the caller takes that worker's parts, and waits
+only for a part a worker has started. That is how gradreg keeps its speed beside busy
+neighbours without watching the machine's load.
 
 Once numba is loaded the workers spin for SPIN_SECONDS after each task (in compiled code,
 without the GIL: gradreg.backends.spin), then sleep: waking a sleeping worker costs 40-200 us on
@@ -11,6 +17,7 @@ its own.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
@@ -65,35 +72,29 @@ class SpinPool:
                         wakeup.wait()
                     state[base + 2] = 0
             seen = int(state[base])
+            # The task stays in ``tasks`` (a caller may post the next one meanwhile: clearing it
+            # here could drop that one); what it holds is let go by the call it belongs to.
             fn, i = self.tasks[w]
             try:
                 self.results[w] = (True, fn(i))
             except BaseException as exc:   # re-raised in the calling thread
                 self.results[w] = (False, exc)
-            # Hold nothing of the task while waiting for the next: its closure's arrays (a
-            # kernel's inputs and outputs) would outlive the plan's release of them.
-            self.tasks[w] = fn = None
+            fn = None
             self.publish(state, base + 1, seen)
 
-    def run(self, fn: Callable[[int], Any], parts: int) -> list[Any] | None:
-        """``[fn(0), ..., fn(parts - 1)]``; None when the pool is busy (another thread's call)."""
-        if parts - 1 > self.workers or not self.lock.acquire(blocking=False):
+    def run(self, fn: Callable[[int], Any], parts: int, helpers: int) -> list[Any] | None:
+        """``[fn(0), ..., fn(parts - 1)]`` on the caller and ``helpers`` workers sharing the parts
+        (:class:`_Shared`); None when the pool is busy (another thread's call)."""
+        if not self.lock.acquire(blocking=False):
             return None
         try:
-            posted = [self.post(fn, w, w + 1) for w in range(parts - 1)]
-            try:
-                first = fn(0)
-            finally:
-                for w, number in enumerate(posted):
-                    self.wait_posted(number, w)
-            out = [first]
-            for w in range(parts - 1):
-                ok, value = self.results[w]
-                self.results[w] = None
-                if not ok:
-                    raise value
-                out.append(value)
-            return out
+            shared = _Shared(fn, parts)
+            first = shared.claim()          # part 0 is the caller's, whatever the workers do
+            for w in range(min(helpers, self.workers)):
+                self.post(shared.drain, w)
+            shared.run(first)
+            shared.drain(0)
+            return shared.results_when_done()
         finally:
             self.lock.release()
 
@@ -115,6 +116,49 @@ class SpinPool:
         ``results[w]``)."""
         while not self.wait_change(self.state, w * self.SLOT + 1, number - 1, self.spins):
             time.sleep(0.00002)     # a worker descheduled for long: stop spinning
+
+
+class _Shared:
+    """One parallel call's parts, taken one at a time by whichever thread comes (``claim`` is
+    ``next`` of an itertools.count: atomic under the GIL). A worker that comes after the last
+    part has been taken returns at once; the call waits only for the parts under way."""
+
+    def __init__(self, fn: Callable[[int], Any], parts: int):
+        self.fn: Callable[[int], Any] | None = fn
+        self.parts = parts
+        self.claim = itertools.count().__next__
+        self.results: list[Any] = [None] * parts
+        self.errors: list[tuple[int, BaseException]] = []
+        self.done = [False] * parts      # an item's store is atomic; a shared counter's += is not
+
+    def run(self, i: int) -> None:
+        fn = self.fn
+        assert fn is not None
+        try:
+            self.results[i] = fn(i)
+        except BaseException as exc:   # re-raised in the calling thread once every part is done
+            self.errors.append((i, exc))
+        self.done[i] = True
+
+    def drain(self, _: int = 0) -> None:
+        while (i := self.claim()) < self.parts:
+            self.run(i)
+
+    def results_when_done(self) -> list[Any]:
+        spins = 0
+        while not all(self.done):       # a part a worker has started
+            spins += 1
+            time.sleep(0 if spins < 50 else 0.00002)
+        return self.release()
+
+    def release(self) -> list[Any]:
+        """The results (raising the first part's error); nothing of the call stays here after,
+        for a worker that comes late or keeps the task (a kernel's arrays would outlive it)."""
+        results, errors = self.results, self.errors
+        self.fn, self.results, self.errors = None, [], []
+        if errors:
+            raise min(errors, key=lambda e: e[0])[1]
+        return results
 
 
 class _Pools:
@@ -169,20 +213,28 @@ def spin_pool() -> SpinPool | None:
     return POOLS.spin_pool()
 
 
-def parallel(fn: Callable[[int], Any], parts: int) -> list[Any]:
-    """``[fn(0), ..., fn(parts - 1)]``, part 0 in the calling thread and the others in worker
-    threads (``fn`` should release the GIL: a numba ``nogil`` loop, a NumPy call): the spinning
-    pool's when numba is loaded, else a sleeping executor's."""
-    if parts <= 1:
-        return [fn(0)]
+def parallel(fn: Callable[[int], Any], parts: int, threads: int | None = None) -> list[Any]:
+    """``[fn(0), ..., fn(parts - 1)]`` on ``threads`` threads (default: ``parts``), the calling
+    thread and workers taking the parts as they come, part 0 the caller's (``fn`` should release
+    the GIL: a numba ``nogil`` loop, a NumPy call). The workers are the spinning pool's when
+    numba is loaded, else a sleeping executor's. An error of any part is raised once every part
+    has run (the first part's that failed)."""
+    threads = parts if threads is None else max(1, min(threads, parts))
+    if threads <= 1:
+        return [fn(i) for i in range(parts)]
     spinning = POOLS.spin_pool()
     if spinning is not None:
-        done = spinning.run(fn, parts)
+        done = spinning.run(fn, parts, threads - 1)
         if done is not None:
             return done
-    futures: Sequence[Future[Any]] = [POOLS.sleeping().submit(fn, i) for i in range(1, parts)]
-    first = fn(0)
-    return [first] + [f.result() for f in futures]
+    shared = _Shared(fn, parts)
+    first = shared.claim()
+    futures: Sequence[Future[Any]] = [POOLS.sleeping().submit(shared.drain) for _ in range(threads - 1)]
+    shared.run(first)
+    shared.drain()
+    for f in futures:
+        f.result()
+    return shared.release()
 
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:

@@ -31,6 +31,7 @@ import functools
 import os
 import queue
 import select
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -143,7 +144,9 @@ class _Child:
                         tiered.build()
                     os.write(writer, b"1")
             finally:
-                os._exit(0)
+                # gone at once, without the exit handlers this process's copy of the caller's
+                # state would run (flushing its files, atexit): os._exit, said as a signal
+                os.kill(os.getpid(), signal.SIGKILL)
         os.close(writer)
         return cls(pid, reader)
 
@@ -161,7 +164,7 @@ class _Child:
         with contextlib.suppress(OSError):
             os.close(self.reader)
         with contextlib.suppress(OSError):
-            os.kill(self.pid, 9)       # done already, or given up on
+            os.kill(self.pid, signal.SIGKILL)       # done already, or given up on
         with contextlib.suppress(OSError):
             os.waitpid(self.pid, 0)
 

@@ -204,19 +204,18 @@ def _over_batch(conv: _Conv, bytes_per_entry: int, work, itemsize: int) -> list:
     The work is counted in float32 flops: a float64 flop (``itemsize`` 8) counts two, as it
     takes about twice as long (half the values a vector, twice the bytes a value)."""
     blocks = conv.batch_blocks(bytes_per_entry)
-    parts = min(len(blocks), ks.threads_for(conv.flops * itemsize / 4, BLOCK_FLOPS_PER_THREAD))
-    if parts <= 1:
+    threads = min(len(blocks), ks.threads_for(conv.flops * itemsize / 4, BLOCK_FLOPS_PER_THREAD))
+    if threads <= 1:
         return [work(conv.with_batch(n1 - n0), n0, n1, _matmul) for n0, n1 in blocks]
 
-    shares = ks.split(len(blocks), parts)
+    def run(i: int):
+        n0, n1 = blocks[i]
+        return work(conv.with_batch(n1 - n0), n0, n1, lambda a, b, flops: _product(a, b))
 
-    def run(i: int) -> list:
-        lo, hi = shares[i]
-        return [work(conv.with_batch(n1 - n0), n0, n1, lambda a, b, flops: _product(a, b))
-                for n0, n1 in blocks[lo:hi]]
-
+    # Each block a part, the threads taking them as they come: a thread another process keeps
+    # off its core leaves its blocks to the others.
     with ks.blas_threads(1):
-        return [r for chunk in ks.parallel(run, parts) for r in chunk]
+        return ks.parallel(run, len(blocks), threads)
 
 
 def _by_taps(conv: _Conv, *arrays: np.ndarray) -> bool:

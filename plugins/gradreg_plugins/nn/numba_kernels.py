@@ -348,8 +348,9 @@ def backprop_filter(x, dy, df, sh, sw, dh, dw, top, left, n0, n1):
                                     fr[k, q] += v * g[k * m + q]
 """
 
-# A thread gets at least this many flops of a depthwise convolution.
+# A thread gets at least this many flops of a depthwise convolution, in this many pieces.
 _DEPTHWISE_FLOPS_PER_THREAD = 1.5e6
+PIECES_PER_THREAD = 4
 
 
 @functools.cache
@@ -369,11 +370,12 @@ def _geometry_args(conv) -> tuple:
 
 def _batch_parts(conv, run) -> list:
     """``run(n0, n1)`` over the batch, split over the threads the convolution's size earns."""
-    parts = min(ks.threads_for(conv.flops, _DEPTHWISE_FLOPS_PER_THREAD), conv.n)
-    if parts <= 1:
+    threads = min(ks.threads_for(conv.flops, _DEPTHWISE_FLOPS_PER_THREAD), conv.n)
+    if threads <= 1:
         return [run(0, conv.n)]
-    pieces = ks.split(conv.n, parts)
-    return ks.parallel(lambda i: run(*pieces[i]), len(pieces))
+    # a few pieces a thread, taken as they come (a thread kept off its core leaves its pieces)
+    pieces = ks.split(conv.n, min(conv.n, PIECES_PER_THREAD * threads))
+    return ks.parallel(lambda i: run(*pieces[i]), len(pieces), threads)
 
 
 def _depthwise_factory(kind: str):
