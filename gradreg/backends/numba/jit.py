@@ -7,16 +7,7 @@ gradreg.backends.numba.cache) the fast one. ``GRADREG_JIT`` says when builds run
 * ``background`` (the default): when a plan runs a second time -- it is being reused, so
   compiling may pay -- its kernels are queued to one background thread, which builds them
   one by one while the plan keeps running with the NumPy kernels, and swaps each in as it
-  is ready. A command that runs a plan once never imports numba. Where the platform forks
-  (Linux, macOS), the compiling happens in a child process: numba's compiler is Python,
-  and in a thread of the caller's process it held the GIL in 5 ms slices between every
-  kernel of the caller's plan (a MobileNetV2 step of 20 ms took ~1 s while kernels
-  compiled). The child, a fork of this process made when builds are queued, builds the
-  queued kernels in order into the disk cache (gradreg.backends.numba.cache) and says
-  which are done through a pipe; the background thread waits on the pipe without the GIL
-  and builds each kernel again in this process, now a load from the cache. A child that
-  fails or outlives CHILD_SECONDS leaves the rest to the thread, as before.
-* ``thread``: the background thread compiles in this process (no child).
+  is ready. A command that runs a plan once never imports numba.
 * ``eager``: each plan builds its kernels when it is compiled, before its first run (the
   behaviour before tiering; tests that check numba's kernels use it).
 
@@ -30,8 +21,6 @@ import contextlib
 import functools
 import os
 import queue
-import select
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -39,11 +28,11 @@ from typing import Any
 
 from gradreg.registry.kernels import Tiered
 
-MODES = ("background", "thread", "eager")
+MODES = ("background", "eager")
 
 
 def mode() -> str:
-    """``GRADREG_JIT``: "background" (default), "thread" or "eager"."""
+    """``GRADREG_JIT``: "background" (default) or "eager"."""
     chosen = os.environ.get("GRADREG_JIT", "").strip().lower()
     return chosen if chosen in MODES else "background"
 
@@ -71,30 +60,19 @@ class _Builder:
     def work(self) -> None:
         _lower_priority()
         while True:
-            batch = [self.jobs.get()]
-            while not self.jobs.empty():
-                batch.append(self.jobs.get_nowait())
-            child = _Child.start([tiered for tiered, _ in batch]) if _forks() else None
-            for i, (tiered, install) in enumerate(batch):
-                if child is not None and not child.finished(i):
-                    child = None         # it failed or took too long: the rest compile here
-                self.build(tiered, install)
-            if child is not None:
-                child.close()
-
-    def build(self, tiered: Tiered, install: Callable[[Callable[..., Any]], None]) -> None:
-        try:
-            built = tiered.build()
-        except Exception as exc:  # the NumPy kernel keeps serving; say why once per kernel
-            self.errors.append(f"{tiered.name or tiered.initial!r}: {type(exc).__name__}: {exc}")
-            built = None
-        if built is not None:
-            install(built)
-            self.built += 1
-        with self.lock:
-            self.pending -= 1
-            if not self.pending:
-                self.idle.notify_all()
+            tiered, install = self.jobs.get()
+            try:
+                built = tiered.build()
+            except Exception as exc:  # the NumPy kernel keeps serving; say why once per kernel
+                self.errors.append(f"{tiered.name or tiered.initial!r}: {type(exc).__name__}: {exc}")
+                built = None
+            if built is not None:
+                install(built)
+                self.built += 1
+            with self.lock:
+                self.pending -= 1
+                if not self.pending:
+                    self.idle.notify_all()
 
     def wait(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -105,76 +83,6 @@ class _Builder:
                     return False
                 self.idle.wait(remaining)
         return True
-
-
-# A child building kernels (background mode) may take this long for one kernel before the
-# background thread gives up on it and compiles the rest itself.
-CHILD_SECONDS = 300.0
-
-
-def _forks() -> bool:
-    return mode() == "background" and hasattr(os, "fork")
-
-
-class _Child:
-    """A forked child building kernels into the disk cache, one byte on a pipe per kernel done."""
-
-    def __init__(self, pid: int, reader: int):
-        self.pid, self.reader, self.done = pid, reader, 0
-
-    @classmethod
-    def start(cls, kernels: list[Tiered]) -> _Child | None:
-        reader, writer = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(reader)
-            os.close(writer)
-            return None
-        if pid == 0:        # the child: build, report, and leave without running any exit handler
-            try:
-                os.close(reader)
-                _exit_with_parent()
-                # The caller's pipes are not the child's to hold open (a shell waits for their end).
-                devnull = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(devnull, fd)
-                for tiered in kernels:
-                    with contextlib.suppress(Exception):   # the parent builds it again and says why
-                        tiered.build()
-                    os.write(writer, b"1")
-            finally:
-                # gone at once, without the exit handlers this process's copy of the caller's
-                # state would run (flushing its files, atexit): os._exit, said as a signal
-                os.kill(os.getpid(), signal.SIGKILL)
-        os.close(writer)
-        return cls(pid, reader)
-
-    def finished(self, i: int) -> bool:
-        """Wait (without the GIL) until the child has built kernel ``i``; False if it died or took too long."""
-        while self.done <= i:
-            ready, _, _ = select.select([self.reader], [], [], CHILD_SECONDS)
-            if not ready or not os.read(self.reader, 1):
-                self.close()
-                return False
-            self.done += 1
-        return True
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.reader)
-        with contextlib.suppress(OSError):
-            os.kill(self.pid, signal.SIGKILL)       # done already, or given up on
-        with contextlib.suppress(OSError):
-            os.waitpid(self.pid, 0)
-
-
-def _exit_with_parent() -> None:
-    """Linux: the child is killed when the thread that forked it ends (its process exits)."""
-    with contextlib.suppress(AttributeError, OSError):
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, 9)        # PR_SET_PDEATHSIG, SIGKILL
 
 
 def _lower_priority() -> None:
