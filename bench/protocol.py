@@ -80,7 +80,7 @@ def workloads() -> dict[str, tuple[str, list[tuple[str, str, dict]], dict[str, f
     for name, label in (("mobilenet_v2_224", "Keras MobileNetV2 (alpha 1.0, 224x224, batch 32)"),
                         ("resnet50_224", "Keras ResNet50 (224x224, batch 32)")):
         found[name] = (f"{label}: one training step (forward, gradients w.r.t. every weight, SGD)",
-                       realistic.contenders(name, tf, jax, _have("onnxruntime")), {})
+                       realistic.contenders(name, tf, jax), {})
     return found
 
 

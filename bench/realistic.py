@@ -16,12 +16,12 @@ contender keeps its weights and feeds them to the next step. Contenders, each in
 * ``tensorflow``: TensorFlow's session on tf_grad.pb, the same feeds and update;
 * ``tensorflow xla``: the same pruned graph as a tf.function with jit_compile=True, the update in
   TensorFlow;
-* ``jax jit``: the graph translated to JAX (bench/graph_to_jax.py), step and update in one jit;
-* ``onnxruntime forward``: forward.pb converted to ONNX by gradreg, forward pass only (plain
-  onnxruntime has no training kernels), beside the others.
+* ``jax jit``: the graph translated to JAX (bench/graph_to_jax.py), step and update in one jit.
 
-PyTorch is not a contender here: with no torchvision installed it has no MobileNetV2 or ResNet50
-of its own, and a translation of the graph into eager ops would measure the translation.
+Not contenders here: onnxruntime (no converter of these graphs to ONNX is at hand: tf2onnx is
+not a dependency, and gradreg's exporter writes no Conv2D or Rsqrt), PyTorch (without
+torchvision it has no MobileNetV2 or ResNet50 of its own, and a translation of the graph into
+eager ops would measure the translation).
 """
 from __future__ import annotations
 
@@ -186,36 +186,13 @@ def jax_step(name: str, warm: bool = True):
     return step, {"jax": jax.__version__}
 
 
-def onnxruntime_forward(name: str, warm: bool = True):
-    fg = _use(name)
-    import onnxruntime as ort
-
-    import gradreg as gr
-    model = fg.graph_path(name, "forward.onnx")
-    if not model.exists():
-        gr.save_graph(gr.load_graph(str(fg.graph_path(name))), str(model))
-    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    given = fg.feeds(name)
-    feed = {session.get_inputs()[0].name: given["x:0"]}
-
-    def step():
-        return session.run(None, feed)[0]
-    if warm:
-        from foreign_cnn import _check
-        entry = fg.manifest()[name]
-        _check(name, entry["fetches"], [step()])
-    return step, {"onnxruntime": ort.__version__}
-
-
-def contenders(name: str, tf: bool, jax: bool, ort: bool) -> list[tuple[str, str, dict]]:
+def contenders(name: str, tf: bool, jax: bool) -> list[tuple[str, str, dict]]:
     found = [("gradreg", "realistic:gradreg_step", {"name": name})]
     if tf:
         found += [("tensorflow", "realistic:tensorflow_step", {"name": name}),
                   ("tensorflow xla", "realistic:tensorflow_step", {"name": name, "xla": True})]
     if jax:
         found.append(("jax jit", "realistic:jax_step", {"name": name}))
-    if ort:
-        found.append(("onnxruntime forward", "realistic:onnxruntime_forward", {"name": name}))
     return found
 
 
@@ -224,7 +201,7 @@ if __name__ == "__main__":
     foreign_cnn.settle = lambda step, calls=2: None     # a check, not a measurement: no settling
     for graph_set in sys.argv[1:] or NAMES:
         ensure(graph_set)
-        for label, factory, kwargs in contenders(graph_set, True, True, True):
+        for label, factory, kwargs in contenders(graph_set, True, True):
             module, function = factory.split(":")
             made, _ = globals()[function](**{k: v for k, v in kwargs.items()})
             made()
