@@ -23,8 +23,10 @@ and the process's CPU time per call (threads included); the machine's load (/pro
 the 1-minute average and the threads runnable) is printed before and after each part, and
 the ratio of gradreg to the best reference. ``--python NAME=PATH`` adds gradreg contenders
 run by another interpreter or source tree (``NAME=PATH:SRC`` puts SRC first on sys.path),
-for A/B comparisons of two versions in the same turns. ``--neighbour busy`` runs the warm part
-beside a process keeping one core busy, ``--neighbour bursts`` beside one that uses every core
+for A/B comparisons of two versions in the same turns; ``--variant LABEL:VAR=VALUE`` adds gradreg
+run with other settings (GRADREG_THREADS=1, GRADREG_SPIN=0, GRADREG_MALLOC=default).
+``--neighbour busy`` runs the warm part beside a process keeping one core busy,
+``--neighbour bursts`` beside one that uses every core
 for 50 ms every 0.5 s (issue 31: a neighbour's brief burst must not halve gradreg's speed for
 the next 100 ms).
 """
@@ -162,6 +164,18 @@ def neighbour(kind: str | None) -> Iterator[None]:
         process.wait()
 
 
+def _with_variants(contenders: list[Contender], variants: list[str]) -> list[Contender]:
+    """gradreg contenders again for each ``LABEL:VAR=VALUE[,VAR=VALUE...]`` (its environment added)."""
+    found = list(contenders)
+    for spec in variants:
+        label, _, assignments = spec.partition(":")
+        env = dict(pair.split("=", 1) for pair in assignments.split(",") if pair)
+        for c in contenders:
+            if c.name.startswith("gradreg") and " [" not in c.name:
+                found.append(Contender(f"{c.name} [{label}]", c.factory, dict(c.kwargs), dict(c.env, **env)))
+    return found
+
+
 def warm(contenders: list[Contender], warmup: int, rounds: int, turn: int, gap: float) -> dict[str, dict[str, Samples]]:
     """The warm-cache part: back to back and with idle gaps (module docstring)."""
     workers = []
@@ -268,6 +282,8 @@ def main() -> None:
     parser.add_argument("--no-cold", action="store_true")
     parser.add_argument("--no-warm", action="store_true")
     parser.add_argument("--only", action="append", help="run only these contenders (names as printed)")
+    parser.add_argument("--variant", action="append", default=[], help="LABEL:VAR=VALUE[,VAR=VALUE]: gradreg "
+                        "again with those environment variables (GRADREG_THREADS=1, GRADREG_SPIN=0, ...)")
     parser.add_argument("--neighbour", choices=sorted(NEIGHBOURS), help="run the warm part beside another "
                         "process: busy (one core, all the time) or bursts (every core for 50 ms every 0.5 s)")
     parser.add_argument("--python", action="append", default=[], help="NAME=PATH[:SRC]: gradreg again, run by "
@@ -281,7 +297,8 @@ def main() -> None:
           f"gaps {args.gap} s, cold {args.cold_calls} calls; {os.cpu_count()} CPUs; {load()}", flush=True)
     for name in chosen:
         title, specs, targets = known[name]
-        contenders = _with_python([_contender(n, f, k, {}) for n, f, k in specs], args.python)
+        contenders = _with_variants(_with_python([_contender(n, f, k, {}) for n, f, k in specs], args.python),
+                                    args.variant)
         if args.only:
             contenders = [c for c in contenders if c.name in args.only]
         print(f"\n{name}: {title}", flush=True)
