@@ -100,8 +100,10 @@ class SpinPool:
 
     def post(self, fn: Callable[[int], Any], w: int = 0, i: int = 0) -> int:
         """Start ``fn(i)`` on worker ``w`` and return its task number at once (the caller holds
-        ``lock``, and waits with :meth:`wait_posted` before posting to ``w`` again or releasing
-        it)."""
+        ``lock``). A worker that has not started its last task when the next comes runs only
+        the next: a caller that needs its task run (side tasks) waits with :meth:`wait_posted`
+        before posting again; a parallel call's share needs no waiting for (its parts are
+        taken by the others)."""
         state, base = self.state, w * self.SLOT
         self.tasks[w] = (fn, i)
         number = int(state[base]) + 1
