@@ -82,6 +82,7 @@ def _rules() -> dict[str, Callable[..., Any]]:
         "Pad": lambda op, x, pads: jnp.pad(x, [tuple(int(v) for v in row) for row in np.asarray(pads)]),
         "ConcatV2": lambda op, *args: jnp.concatenate(args[:-1], axis=int(args[-1])),
         "Reshape": lambda op, x, shape: jnp.reshape(x, tuple(int(v) for v in np.asarray(shape))),
+        "Squeeze": lambda op, x: jnp.squeeze(x, axis=tuple(op.get_attr("squeeze_dims")) or None),
     }
 
 
