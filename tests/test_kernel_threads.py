@@ -78,6 +78,25 @@ def test_the_caller_takes_the_parts_of_a_worker_that_does_not_come():
     assert workers.parallel(lambda i: i + 1, 2, 2) == [1, 2]
 
 
+def test_waiting_for_a_task_waits_for_that_task_when_the_one_before_was_never_waited_for():
+    # A parallel call does not wait for a late worker; the next caller that needs its own task
+    # run (side tasks) must not take that late worker's older number for its own.
+    pool = spin_pool()
+    release, busy, ran = threading.Event(), threading.Event(), []
+
+    def blocker(_):
+        busy.set()
+        release.wait(30)
+    with pool.lock:
+        pool.post(blocker, 0)
+        assert busy.wait(30)
+        pool.post(lambda _: None, 0)          # a task of nobody's waiting, skipped or run late
+        mine = pool.post(lambda _: ran.append(True), 0)
+        threading.Timer(0.2, release.set).start()
+        pool.wait_posted(mine, 0)
+        assert ran == [True]
+
+
 def test_a_workers_error_is_raised_in_the_caller_after_every_part_finished():
     spin_pool()
     finished = []

@@ -114,10 +114,13 @@ class SpinPool:
         return number
 
     def wait_posted(self, number: int, w: int = 0) -> None:
-        """Wait until worker ``w`` has finished its task ``number`` (its result stays in
-        ``results[w]``)."""
-        while not self.wait_change(self.state, w * self.SLOT + 1, number - 1, self.spins):
-            time.sleep(0.00002)     # a worker descheduled for long: stop spinning
+        """Wait until worker ``w`` has finished its task ``number`` or a later one (its result
+        stays in ``results[w]``). The numbers it publishes grow but may skip (a task it never
+        started): "finished" is "at least ``number``"."""
+        index = w * self.SLOT + 1
+        while (finished := int(self.state[index])) < number:
+            if not self.wait_change(self.state, index, finished, self.spins):
+                time.sleep(0.00002)     # a worker descheduled for long: stop spinning
 
 
 class _Shared:
