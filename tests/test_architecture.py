@@ -256,6 +256,35 @@ def test_plugins_use_only_public_gradreg_modules_and_names(path):
     assert not problems, f"{path.name} reaches into gradreg's private names:\n" + "\n".join(problems)
 
 
+def _gradreg_imports(path: pathlib.Path) -> list[tuple[int, str]]:
+    """(line, module) of each gradreg module ``path`` imports (``from a import b``: a.b if a module)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, _resolve(alias.name, None)) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.extend((node.lineno, _resolve(node.module, alias.name)) for alias in node.names)
+    return [(line, module) for line, module in found if module is not None]
+
+
+@pytest.mark.parametrize("path", PLUGIN_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_plugins_reach_the_backends_only_through_kernel_support(path):
+    # Threads, BLAS counts, compiled-loop helpers: gradreg.kernel_support; a backend's records:
+    # gradreg.plugin / gradreg.registry. A backend may then change its own modules freely.
+    found = [f"line {line}: {module}" for line, module in _gradreg_imports(path)
+             if module == "gradreg.backends" or module.startswith("gradreg.backends.")]
+    assert not found, f"{path.relative_to(ROOT)} imports a backend's own modules (use gradreg.kernel_support):\n" \
+        + "\n".join(found)
+
+
+def test_the_backend_check_sees_an_import_of_a_backend_module(tmp_path):
+    source = tmp_path / "kernels.py"
+    source.write_text("from gradreg.backends import threads\nimport gradreg.backends.numba.codegen\n"
+                      "from gradreg.kernel_support import parallel\n")
+    assert _gradreg_imports(source) == [(1, "gradreg.backends.threads"), (2, "gradreg.backends.numba.codegen"),
+                                        (3, "gradreg.kernel_support")]
+
+
 # -- encapsulation -------------------------------------------------------------------------------
 
 def _own_members(tree: ast.Module) -> set[str]:
