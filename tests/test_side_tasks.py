@@ -239,23 +239,39 @@ def test_a_plan_tries_its_modes_and_keeps_the_fastest(monkeypatch, side_on):
 
 def test_a_plan_keeps_to_one_thread_when_that_is_fastest(monkeypatch, side_on):
     monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
-    import time
-
     import gradreg.runtime.plan as plan_module
     g, x, loss, grads, x_value = _weight_gradients_graph(6)
     plan = _session(g).plan_for([loss, *grads], [x])
     plan._installed = len(plan.upgrades)
     monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
     limits = []
+    # The trial's clock is a virtual one (no timing in unit tests: the machine may be busy): each
+    # reading advances it by a microsecond, and a call in the other modes costs 30 ms more.
+    clock = [0.0]
 
-    def slowed(maker):
+    class VirtualTime:
+        @staticmethod
+        def perf_counter() -> float:
+            clock[0] += 1e-6
+            return clock[0]
+    monkeypatch.setattr(plan_module, "time", VirtualTime)
+
+    calling = [""]
+
+    def marked(mode, maker):
         def make():
-            time.sleep(0.03)
+            calling[0] = mode
             return maker()
         return make
-    # the other modes, 30 ms slower each call: more than a busy machine's noise on this small step
-    for mode in ("side", "split"):
-        plan._makers[mode] = slowed(plan._makers[mode])
+    for mode in list(plan._makers):
+        plan._makers[mode] = marked(mode, plan._makers[mode])
+    run_plan = plan._fn
+
+    def timed_run(*args):
+        if calling[0] in ("side", "split"):
+            clock[0] += 0.03
+        return run_plan(*args)
+    plan._fn = timed_run
     single_submit = call_modes.SingleThreaded.submit
 
     def watching_submit(fn, *args):
