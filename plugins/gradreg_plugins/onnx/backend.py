@@ -25,6 +25,7 @@ import onnx.shape_inference
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
+from gradreg.errors import FeedError
 from gradreg.model import dtypes
 from gradreg.runtime.session import Session
 from gradreg_plugins.onnx.format import model_info, model_to_graph
@@ -38,17 +39,27 @@ class GradregRep(BackendRep):
     def __init__(self, graph, backend: str | None = None):
         self.graph = graph
         info = model_info(graph)
+        self.source = info.source
         self.inputs = list(info.inputs)
+        # what a list of inputs feeds, in order: the inputs no initializer provides (as
+        # onnxruntime does; an IR-3 model lists its weights among its inputs too)
+        self.required = [(name, t) for name, t in self.inputs if name not in info.defaulted]
         self.outputs = list(info.outputs)
         self.session = Session(graph, backend=backend)
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple:
-        """Outputs for ``inputs``: a list (the graph inputs in order) or a dict by input name."""
+        """Outputs for ``inputs``: a dict by input name (initializers listed as inputs may be
+        overridden), or a list feeding the inputs no initializer provides, in order (a list as
+        long as every declared input feeds them all)."""
         if isinstance(inputs, dict):
             pairs = [(t, inputs[name]) for name, t in self.inputs if name in inputs]
         else:
             values = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-            pairs = list(zip([t for _, t in self.inputs], values))
+            order = self.inputs if len(values) == len(self.inputs) > len(self.required) else self.required
+            if len(values) > len(order):
+                raise FeedError(f"{self.source}: {len(values)} inputs given; the model takes {len(self.required)} "
+                                f"({', '.join(name for name, _ in self.required)})")
+            pairs = list(zip([t for _, t in order], values))
         feeds = {t: to_gradreg(v, t.dtype) for t, v in pairs}
         fetched = self.session.run([t for _, t in self.outputs], feeds)
         values = [to_onnx(v, t.dtype) for (_, t), v in zip(self.outputs, fetched)]

@@ -58,7 +58,10 @@ class OnnxModelInfo:
     graph_name: str = ""
     doc_string: str = ""
     metadata_props: dict[str, str] = field(default_factory=dict)
-    inputs: list[tuple[str, Tensor]] = field(default_factory=list)    # graph inputs (not initializers)
+    inputs: list[tuple[str, Tensor]] = field(default_factory=list)    # graph inputs, in order
+    # graph inputs an initializer of the same name gives a default (IR < 4 models list every
+    # initializer among the inputs): fed only by name, never by position
+    defaulted: set[str] = field(default_factory=set)
     outputs: list[tuple[str, Tensor]] = field(default_factory=list)
     value_types: dict[str, bytes] = field(default_factory=dict)       # input/output name -> TypeProto
     initializers: set[str] = field(default_factory=set)               # op names of initializer Consts
@@ -182,6 +185,7 @@ class Importer:
             self.info.value_types[value.name] = value.type.SerializeToString()
             if value.name in scope.values:
                 self.info.inputs.append((value.name, scope.values[value.name]))
+                self.info.defaulted.add(value.name)
                 continue
             where = f"{self.source}: graph input '{value.name}'"
             dtype = dtype_of_type(value.type, where)
