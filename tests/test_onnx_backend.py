@@ -1,4 +1,4 @@
-"""onnx's backend conformance suite (``onnx.backend.test``) run against gradreg.onnx_backend.
+"""onnx's backend conformance suite (``onnx.backend.test``) run against gradreg_plugins.onnx.backend.
 
 Every node test the installed onnx package generates runs (about a minute), plus its
 "simple" and PyTorch-exported model tests and its nine "real" models (AlexNet, DenseNet-121,
@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("onnx")
 onnx_backend_test = pytest.importorskip("onnx.backend.test")
 
-import gradreg.onnx_backend  # noqa: E402
+import gradreg_plugins.onnx.backend  # noqa: E402
 
 # test name pattern -> why gradreg fails it (expected failures: a pass is reported).
 KNOWN_FAILURES = {
@@ -36,7 +36,7 @@ try:
 except ImportError:
     KNOWN_FAILURES[r"^test_image_decoder_"] = "onnx.reference's ImageDecoder needs Pillow, which is not installed"
 
-backend_test = onnx_backend_test.BackendTest(gradreg.onnx_backend, __name__)
+backend_test = onnx_backend_test.BackendTest(gradreg_plugins.onnx.backend, __name__)
 for _pattern in KNOWN_FAILURES:
     backend_test.xfail(_pattern)
 for _pattern in EXCLUDED:

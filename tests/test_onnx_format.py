@@ -407,7 +407,7 @@ def test_aliases_resolve_and_refuse_to_be_redefined():
 
 
 def test_the_backend_runs_a_single_node():
-    import gradreg.onnx_backend as backend
+    import gradreg_plugins.onnx.backend as backend
     node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transB=1, alpha=2.0)
     a, b, c = (RNG.normal(size=s).astype(np.float32) for s in ((2, 3), (4, 3), (4,)))
     (y,) = backend.run_node(node, [a, b, c])
@@ -429,7 +429,7 @@ def ir3_model():
 
 
 def test_the_backend_feeds_a_list_to_the_inputs_no_initializer_provides():
-    import gradreg.onnx_backend as backend
+    import gradreg_plugins.onnx.backend as backend
     model, w, b = ir3_model()
     x = RNG.normal(size=(4, 3)).astype(np.float32)
     rep = backend.prepare(model)
