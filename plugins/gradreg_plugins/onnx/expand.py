@@ -54,20 +54,7 @@ def function_body(op: Operation, inputs: Sequence[Tensor | None] | None = None) 
         body = onnx.FunctionProto.FromString(built)
     else:
         raise GradientError(f"{where}: the op's ONNX schema defines no function body")
-    return converted_function(_defined_outputs_only(body), OPSET_VERSIONS[""], where)
-
-
-def _defined_outputs_only(body: Any) -> Any:
-    """The body with the outputs its nodes do not compute (the node's absent optional outputs)
-    renamed to nothing, for onnx's version converter, which refuses undefined outputs."""
-    made = {name for node in body.node for name in node.output} | set(body.input)
-    if all(name in made for name in body.output):
-        return body
-    copy = onnx.FunctionProto()
-    copy.CopyFrom(body)
-    del copy.output[:]
-    copy.output.extend(name if name in made else "" for name in body.output)
-    return copy
+    return converted_function(body, OPSET_VERSIONS[""], where)
 
 
 def expand_function(op: Operation, inputs: Sequence[Tensor | None]) -> list[Tensor | None]:

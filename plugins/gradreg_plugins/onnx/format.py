@@ -145,21 +145,22 @@ def _read_beside(data: bytes, where: str, base_dir: str) -> Graph:
     return model_to_graph(read_model(data, where, base_dir=base_dir), where)
 
 
-def _write(graph: Any) -> bytes:
+def _write(graph: Any, opset: int | None = None) -> bytes:
     if not isinstance(graph, Graph):
         raise GraphFileError(f"cannot write {type(graph).__name__} as ONNX: expected a Graph")
-    return bytes(graph_to_model(graph).SerializeToString())
+    return bytes(graph_to_model(graph, opset=opset).SerializeToString())
 
 
-def _write_outputs(graph: Any, outputs: Mapping[str, Any]) -> bytes:
+def _write_outputs(graph: Any, outputs: Mapping[str, Any], opset: int | None = None) -> bytes:
     if not isinstance(graph, Graph):
         raise GraphFileError(f"cannot write {type(graph).__name__} as ONNX: expected a Graph")
-    return bytes(graph_to_model(graph, outputs).SerializeToString())
+    return bytes(graph_to_model(graph, outputs, opset=opset).SerializeToString())
 
 
 FORMAT = GraphFormat(
     "onnx", suffixes=ONNX_SUFFIXES, read=_read, read_beside=_read_beside, write=_write, write_outputs=_write_outputs,
-    sniff=looks_like_onnx, sniff_order=10, summary="ONNX model (ModelProto), through the onnx op family")
+    write_options=("opset",), sniff=looks_like_onnx, sniff_order=10,
+    summary="ONNX model (ModelProto), through the onnx op family")
 
 
 @hookimpl
