@@ -231,14 +231,16 @@ def load_onnx(source: _Any, *, base_dir: _Any = None) -> Graph:
     return load_graph(source, format="onnx", base_dir=base_dir)
 
 
-def save_onnx(graph: Graph, path: _Any, outputs: _Any = None) -> None:
+def save_onnx(graph: Graph, path: _Any, outputs: _Any = None, *, opset: int | None = None) -> None:
     """Write ``graph`` as an ONNX model computing ``outputs`` ({ONNX output name: tensor or
     tensor name}; default: a loaded model's own outputs): ``save_graph(graph, path, "onnx",
-    outputs=...)``. The model passes ``onnx.checker.check_model(full_check=True)``."""
+    outputs=...)``. ``opset`` (17 up to the onnx family's, default the family's) writes an older
+    ai.onnx opset. The model passes ``onnx.checker.check_model(full_check=True)``."""
+    options: dict[str, _Any] = {} if opset is None else {"opset": int(opset)}
     if outputs is None:
-        save_graph(graph, path, "onnx")
+        save_graph(graph, path, "onnx", **options)
     else:
-        save_graph(graph, path, "onnx", outputs=dict(outputs))
+        save_graph(graph, path, "onnx", outputs=dict(outputs), **options)
 
 
 def name_scope(name: str | None):
