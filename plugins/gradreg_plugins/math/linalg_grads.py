@@ -21,11 +21,16 @@ gradreg (tests/test_linalg_grads.py, the op sweep's TENSORFLOW_WRONG entries):
 * MatrixSolveLs: fast=False (the minimum-norm least-squares solution) has TensorFlow's fast
   rule with l2_regularizer 0 (the same function for a matrix of full rank; TensorFlow has no
   rule); complex matrices use the adjoint where TensorFlow transposes.
-* Cholesky: the kernel reads only the lower triangle (as TensorFlow's), so the gradient is
-  folded onto it, as TensorFlow's own SelfAdjointEigV2 rule does: G_ij + conj(G_ji) below the
-  diagonal, Re G_ii on it, 0 above, G = 1/2 (S + S^H) TensorFlow's symmetric gradient. For an
-  input built symmetric (x + x^T, a Gram matrix, a kernel matrix: what the sweep and real
-  models do) the results agree; for a free input only the folded one matches finite differences.
+* Cholesky and SelfAdjointEigV2 read only the lower triangle of their input, which they take
+  to be Hermitian. For an input built Hermitian (x + x^H, a Gram or kernel matrix) every
+  convention gives the same result; for a free matrix, gradients(symmetric_inputs=...) (gradreg
+  grad --symmetric-inputs) chooses: "tensorflow", the default, gives TensorFlow's values, the
+  Hermitian 1/2 (G + G^H) for Cholesky (and so tf.linalg.logdet, built on it), as JAX and
+  PyTorch also do, and G folded onto the lower triangle for SelfAdjointEigV2 (G_ij + conj(G_ji)
+  below the diagonal, Re G_ii on it, 0 above), where JAX and PyTorch give 1/2 (G + G^H);
+  "symmetric" gives 1/2 (G + G^H) for both (JAX's and PyTorch's values); "folded" gives the
+  folded gradient for both, the derivative of what the kernels compute from the n^2 entries
+  (the only one finite differences on a free input agree with).
 * Qr, Eig, SelfAdjointEigV2, MatrixSolve,
   MatrixTriangularSolve, BandedTriangularSolve, TridiagonalMatMul and Cross give TensorFlow's
   values. The Qr rule is derived here for R with a real diagonal (LAPACK's and Eigen's choice):
@@ -37,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradreg.autodiff import rules
+from gradreg.autodiff.gradients import symmetric_inputs_mode
 from gradreg.build.builders import apply_op, constant
 from gradreg.errors import GradientError, describe_node
 from gradreg.model.graph import Tensor
@@ -195,22 +201,29 @@ def _kronecker(a: Tensor, b: Tensor, n: int) -> Tensor:
 
 @gradient("Cholesky")
 def _cholesky_grad(op, grad):
-    """S = L^-H Phi(L^H G) L^-1 (Phi: the lower triangle with the diagonal halved) is the
-    gradient for Hermitian perturbations, 1/2 (S + S^H) (TensorFlow's answer); the kernel reads
-    only the lower triangle, so the gradient is that folded onto it (see the module docstring)."""
+    """S = L^-H Phi(L^H G) L^-1 (Phi: the lower triangle with the diagonal halved), the gradient
+    for Hermitian perturbations, made Hermitian or folded onto the lower triangle the kernel
+    reads (see the module docstring); Hermitian by default, as TensorFlow, JAX and PyTorch."""
     chol = op.outputs[0]
     middle = _matmul(chol, grad, adj_a=True)
     middle = _tril(middle) - _c(0.5, middle) * _diag(_diag_part(middle))
     left = _op("MatrixTriangularSolve", chol, middle, lower=True, adjoint=True)            # L^-H Phi
     s = _adj(_op("MatrixTriangularSolve", chol, _adj(left), lower=True, adjoint=True))     # (L^-H Phi) L^-1
-    return _fold_lower(_c(0.5, s) * (s + _adj(s)))
+    return _hermitian_input_grad(s, tensorflow="symmetric")
 
 
-def _fold_lower(symmetric: Tensor) -> Tensor:
-    """The gradient of a function of a Hermitian matrix's lower triangle (what Cholesky and
-    SelfAdjointEigV2 read) from its gradient G for Hermitian perturbations: G_ij + conj(G_ji)
-    below the diagonal, Re G_ii on it, 0 above."""
-    folded = _tril(symmetric + _adj(symmetric))
+def _hermitian_input_grad(g: Tensor, tensorflow: str) -> Tensor:
+    """The gradient with respect to an input read as Hermitian, from G, one that is right for
+    Hermitian perturbations: 1/2 (G + G^H) ("symmetric") or G_ij + conj(G_ji) below the diagonal,
+    Re G_ii on it, 0 above ("folded": the gradient of a function of the lower triangle, what the
+    kernels read), as gradients()' symmetric_inputs says; ``tensorflow`` is TensorFlow's choice
+    for the op, the default."""
+    mode = symmetric_inputs_mode()
+    if mode == "tensorflow":
+        mode = tensorflow
+    if mode == "symmetric":
+        return _c(0.5, g) * (g + _adj(g))
+    folded = _tril(g + _adj(g))
     return _op("MatrixSetDiag", folded, _c(0.5, folded) * _diag_part(folded))
 
 
@@ -244,7 +257,7 @@ def _qr_square_or_tall(q: Tensor, r: Tensor, grad_q: Tensor, grad_r: Tensor) -> 
 @gradient("SelfAdjointEigV2")
 def _self_adjoint_eig_grad(op, grad_e, grad_v):
     """V (diag(g_e) + F o (V^H g_V)) V^H, F[i, j] = 1 / (e_j - e_i), folded onto the lower
-    triangle the kernel reads (the diagonal's real part)."""
+    triangle the kernel reads by default, as TensorFlow (see the module docstring)."""
     a = op.inputs[0]
     e = op.outputs[0]
     if op.get_attr("compute_v"):
@@ -254,7 +267,7 @@ def _self_adjoint_eig_grad(op, grad_e, grad_v):
     middle = _diag(_zeros_or(grad_e, e))
     if grad_v is not None and op.get_attr("compute_v"):
         middle = middle + _pairwise_reciprocal(e) * _matmul(v, grad_v, adj_a=True)
-    return _fold_lower(_matmul(v, _matmul(middle, v, adj_b=True)))
+    return _hermitian_input_grad(_matmul(v, _matmul(middle, v, adj_b=True)), tensorflow="folded")
 
 
 @gradient("Eig")
