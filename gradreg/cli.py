@@ -247,7 +247,8 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="gradient of an x that the ys do not depend on (default: none)")
     p.add_argument("--custom-gradient", choices=["error", "forward"], default="error",
                    help="a node naming a gradient this process lacks (_gradient_op_type, a frozen custom "
-                   "gradient): fail (default) or differentiate through its forward ops")
+                   "gradient): use the gradient function saved with the graph, else fail (default), or "
+                   "differentiate through its forward ops")
     p.add_argument("--symmetric-inputs", choices=["tensorflow", "symmetric", "folded"], default="tensorflow",
                    help="the gradient a free matrix gets from ops that read only its lower triangle (Cholesky, "
                         "SelfAdjointEigV2): TensorFlow's (default), 1/2 (G + G^H) for both, or folded onto the "

@@ -263,7 +263,8 @@ def _override_rows(graph: Graph, registry: Registry, on_path: dict[str, list[str
     path_nodes = {n for nodes in on_path.values() for n in nodes}
     rows: list[dict[str, Any]] = []
     for key, nodes in sorted(gradient_overrides_in(graph).items()):
-        if key in graph.custom_gradients or registry.gradients.lookup(key) is not None:
+        if key in graph.custom_gradients or registry.gradients.lookup(key) is not None or \
+                graph.library.registered_gradient(key) is not None:      # saved with the graph
             continue
         rows.append({"op_type": f"_gradient_op_type '{key}'", "nodes": nodes[:3],
                      "on_path": mode != "forward" and any(n in path_nodes for n in nodes),

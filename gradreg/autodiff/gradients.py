@@ -19,8 +19,9 @@ is a NoGradientError naming the node, what is missing and which known plugin pro
 (gradreg.registry.support). An x is unconnected only when no path reaches it.
 
 Gradient rules come from the registry (plugins, ``RegisterGradient``), per-graph custom
-gradients (``custom_gradient``), or the ``_gradient_op_type`` attr that
-``gradient_override_map`` writes on a node.
+gradients (``custom_gradient``), the ``_gradient_op_type`` attr that
+``gradient_override_map`` writes on a node, or the gradient functions a SavedModel stores for
+such nodes in its function library (:mod:`gradreg.autodiff.stored_gradients`).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Any
 
 from gradreg.autodiff.loop_gradients import ForwardLoop, analyze_loop, loop_gradient
+from gradreg.autodiff.stored_gradients import stored_gradient
 from gradreg.build.builders import apply_op, as_dense, convert_to_tensor, graph_of
 from gradreg.build.control_flow import tuple_
 from gradreg.errors import GradientError, GradregError, NoGradientError, ShapeError, describe_node
@@ -89,10 +91,12 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", st
     ``colocate_gradients_with_ops`` is accepted for compatibility (gradreg runs on one device).
 
     ``custom_gradient`` says what to do with a node whose ``_gradient_op_type`` names a gradient
-    this process does not have (a custom gradient frozen into the graph by the process that
-    built it, as Keras' swish leaves): ``"error"`` (the default) raises NoGradientError naming
-    the node; ``"forward"`` differentiates the node by its own op type's rule instead (for the
-    IdentityN that ``custom_gradient`` writes: through the forward ops that computed it).
+    this process does not have (a custom gradient of the process that built the graph, as
+    Keras' swish leaves): ``"error"`` (the default) differentiates it by the gradient function
+    TensorFlow saved with the graph, if it did (a SavedModel's registered gradients), and raises
+    NoGradientError naming the node otherwise; ``"forward"`` differentiates the node by its own
+    op type's rule instead (for the IdentityN that ``custom_gradient`` writes: through the
+    forward ops that computed it).
 
     ``symmetric_inputs`` says what the ops that read only the lower triangle of a Hermitian
     input (Cholesky, SelfAdjointEigV2) give an input that is a free matrix: ``"tensorflow"``
@@ -633,6 +637,9 @@ def _rule_for(op: Operation) -> _Rule | None:
         if found is not None:
             return None if found.value is None else _Rule(found.value, found.plugin, key, op.type)
         if _CUSTOM_GRADIENT.get() != "forward":
+            stored = stored_gradient(op, key)
+            if stored is not None:
+                return _Rule(stored[0], f"the gradient function '{stored[1]}' stored with the graph for '{key}'")
             raise NoGradientError(_missing_override_message(op, key))
         # custom_gradient="forward": differentiate the node as its op type, ignoring the override.
     found = registry.gradients.lookup(op.type)

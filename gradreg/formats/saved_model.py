@@ -35,6 +35,7 @@ from google.protobuf import text_format
 
 from gradreg.errors import CheckpointError, SavedModelError
 from gradreg.formats.model_kinds import ADVICE, SAVED_MODEL_PB, SAVED_MODEL_PBTXT, check_model_file, identify_model_file
+from gradreg.formats.saved_gradients import annotate_registered_gradients
 from gradreg.formats.tensor_bundle import BundleReader, index_path, write_bundle
 from gradreg.formats.tf_checkpoint import VARIABLE_VALUE, object_graph, object_paths
 from gradreg.model import dtypes
@@ -95,7 +96,7 @@ def serving_meta_graph(saved_model: saved_model_pb2.SavedModel, where: str) -> m
 def graph_of_directory(path: str) -> Graph:
     """The graph of the SavedModel directory ``path`` (variables not restored)."""
     meta = serving_meta_graph(read_saved_model(path), path)
-    return import_graph_def(meta.graph_def, source=os.path.join(path, SAVED_MODEL_PB))
+    return _graph_of(meta, os.path.join(path, SAVED_MODEL_PB))
 
 
 def graph_of_bytes(data: bytes, where: str) -> Graph:
@@ -107,7 +108,14 @@ def graph_of_bytes(data: bytes, where: str) -> Graph:
         raise SavedModelError(f"{where}: not a SavedModel proto (truncated or corrupt: {exc})") from None
     if not saved_model.meta_graphs:
         raise SavedModelError(f"{where}: the SavedModel holds no MetaGraph")
-    return import_graph_def(serving_meta_graph(saved_model, where).graph_def, source=where)
+    return _graph_of(serving_meta_graph(saved_model, where), where)
+
+
+def _graph_of(meta: meta_graph_pb2.MetaGraphDef, where: str) -> Graph:
+    """The MetaGraph's graph, its saved custom gradients annotated (saved_gradients)."""
+    graph = import_graph_def(meta.graph_def, source=where)
+    annotate_registered_gradients(graph.library, meta.object_graph_def)
+    return graph
 
 
 def _parse_binary(path: str) -> saved_model_pb2.SavedModel:
