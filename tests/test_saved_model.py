@@ -29,7 +29,7 @@ META = json.loads((IO / "case.json").read_text())
 IO_MODELS = sorted(META["models"])
 LR = META["learning_rate"]
 TF_MODELS = ["module_two_signatures", "keras_export", "while_loop", "keras_lstm", "custom_gradients",
-             "keras_efficientnet"]
+             "keras_efficientnet", "while_cond"]
 
 
 def _io(name: str, *parts: str) -> np.ndarray:

@@ -91,6 +91,38 @@ class CustomGradients(tf.Module):
         return {"loss": tf.reduce_sum(tf.square(self.predict(x)["y"]))}
 
 
+class WhileCond(tf.Module):
+    """A tf.while_loop over the rows of a variable-length input, a data-dependent tf.cond in its
+    body and another after it (issue 28's model: differentiating and freezing it met shapes of
+    unknown rank). The same on the rows reversed and negated as a second signature, so that between them
+    both branches of each cond run."""
+
+    def __init__(self, rng):
+        super().__init__(name="while_cond")
+        self.w = tf.Variable(rng.normal(0, 0.5, (3, 3)).astype(np.float32), name="w")
+        self.v = tf.Variable(rng.normal(0, 0.5, (3,)).astype(np.float32), name="v")
+
+    def _run(self, xs):
+        n = tf.shape(xs)[0]
+        w = self.w.read_value()
+
+        def body(i, h):
+            x = xs[i]
+            h = tf.cond(tf.reduce_sum(x) > 0, lambda: tf.tanh(tf.linalg.matvec(w, h) + x), lambda: 0.5 * h + x)
+            return i + 1, h
+        _, h = tf.while_loop(lambda i, h: i < n, body, [tf.constant(0), tf.zeros_like(xs[0])])
+        return {"y": tf.cond(tf.reduce_sum(h) > 0, lambda: tf.reduce_sum(h * self.v),
+                             lambda: tf.reduce_sum(tf.square(h)))}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name="xs")])
+    def forward(self, xs):
+        return self._run(xs)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name="xs")])
+    def reversed(self, xs):
+        return self._run(-tf.reverse(xs, [0]))
+
+
 def save_module(rng, path):
     module = TwoSignatures(rng)
     tf.saved_model.save(module, str(path), signatures={"serving_default": module.predict, "loss": module.loss})
@@ -102,6 +134,15 @@ def save_while_loop(rng, path):
     module = WhileLoop(rng)
     tf.saved_model.save(module, str(path), signatures={"serving_default": module.__call__})
     return {"serving_default": {"x": rng.normal(0, 1, (2, 3)).astype(np.float32)}}
+
+
+def save_while_cond(rng, path):
+    module = WhileCond(rng)
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.forward,
+                                                       "reversed": module.reversed})
+    xs = np.array([[0.9, -0.2, 0.4], [-1.1, 0.3, -0.5], [0.2, 0.8, -0.3], [-0.4, -0.6, 0.1], [1.2, -0.3, 0.5]],
+                  np.float32)
+    return {"serving_default": {"xs": xs}, "reversed": {"xs": xs}}
 
 
 def save_custom_gradients(rng, path):
@@ -160,6 +201,9 @@ SAVED_MODELS = {
     "while_loop": (save_while_loop, "tf.Module: tf.while_loop with an int variable as trip count, the body "
                    "reading weight variables"),
     "keras_lstm": (save_keras_lstm, "Keras LSTM + Dense exported with model.export"),
+    "while_cond": (save_while_cond, "tf.Module: tf.while_loop over a variable-length input ([None, None]) with "
+                   "a tf.cond in its body and a data-dependent tf.cond after it; signatures serving_default and "
+                   "reversed (the rows reversed and negated), which between them take every branch"),
     "custom_gradients": (save_custom_gradients, "tf.Module with two tf.custom_gradient nodes (a damped pass-through "
                          "capturing an intermediate tensor, tf.nn.silu), saved with their gradient functions; "
                          "signatures serving_default and a scalar loss"),
