@@ -165,7 +165,8 @@ def grad_saved_model(args: argparse.Namespace) -> int:
     xs = [signature.inputs[n] if n in signature.inputs else _variable(model, signature, n) for n in x_names]
     with model.graph.as_default():
         grads = as_dense_gradients(gradients(ys, xs, unconnected_gradients=args.unconnected,
-                                             custom_gradient=args.custom_gradient))
+                                             custom_gradient=args.custom_gradient,
+                                             symmetric_inputs=args.symmetric_inputs))
     mapping = {x: (g.name if g is not None else None) for x, g in zip(x_names, grads)}
     values: dict[str, Any] = {}
     if args.feed:
