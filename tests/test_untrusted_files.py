@@ -627,3 +627,18 @@ def test_a_corrupt_variable_def_names_the_saved_model(tmp_path):
     (model / "saved_model.pb").write_bytes(proto.SerializeToString())
     with pytest.raises(SavedModelError, match="tf1: a VariableDef .* is corrupt"):
         gr.load_saved_model(model)
+
+
+def test_a_signature_or_variable_with_no_data_type_names_the_saved_model(tmp_path, capsys):
+    model = _copy_module(tmp_path)
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((model / "saved_model.pb").read_bytes())
+    meta = proto.meta_graphs[0]
+    serving = next(e.value for e in meta.signature_def if e.key == "serving_default")
+    serving.outputs[0].value.dtype = 99
+    (model / "saved_model.pb").write_bytes(proto.SerializeToString())
+    with pytest.raises(SavedModelError, match="signature 'serving_default' output .* declares dtype 99"):
+        gr.load_saved_model(model)
+    code, err = _cli(["inspect", model], capsys)
+    assert code == 1
+    _one_line(err, "module", "dtype 99")

@@ -34,7 +34,7 @@ from google.protobuf import message as protobuf_message
 from google.protobuf import text_format
 
 from gradreg.config import MAX_MESSAGE_DEPTH
-from gradreg.errors import CheckpointError, SavedModelError
+from gradreg.errors import CheckpointError, GradregError, SavedModelError
 from gradreg.file_access import FileAccess, check_file, real, resolve_inside
 from gradreg.formats.graphdef import text_nesting_depth
 from gradreg.formats.model_kinds import ADVICE, SAVED_MODEL_PB, SAVED_MODEL_PBTXT, check_model_file, identify_model_file
@@ -248,8 +248,13 @@ def _object_graph_variables(saved_objects: saved_object_graph_pb2.SavedObjectGra
             where = "/".join(path) if path else f"node {node_id}"
             raise CheckpointError(f"{prefix}: SavedModel variable '{variable.name}' ({where}, node {node_id}) "
                                   "has no value in the checkpoint's object graph")
-        out.append(SavedModelVariable(node_id, variable.name, dtypes.as_dtype(variable.dtype),
-                                      _shape(variable.shape), variable.trainable, keys[0], path))
+        try:
+            dtype = dtypes.as_dtype(variable.dtype)
+        except GradregError:
+            raise SavedModelError(f"{export_dir}: SavedModel variable '{variable.name}' (node {node_id}) has dtype "
+                                  f"{variable.dtype}, which is no DataType") from None
+        out.append(SavedModelVariable(node_id, variable.name, dtype, _shape(variable.shape), variable.trainable,
+                                      keys[0], path))
     return out
 
 

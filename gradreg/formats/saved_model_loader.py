@@ -165,9 +165,12 @@ def _signature_tensor(model: LoadedSavedModel, signature: str, kind: str, key: s
         tensor = model.graph.get_tensor(info.name)
     except GradregError:
         raise SavedModelError(f"{where} names tensor '{info.name}', which is not in the graph") from None
-    if info.dtype and tensor.dtype is not None and tensor.dtype.base_dtype is not dtypes.as_dtype(info.dtype):
-        raise SavedModelError(f"{where} is {dtypes.as_dtype(info.dtype).name}, but tensor '{info.name}' is "
-                              f"{tensor.dtype.name}")
+    try:
+        declared = dtypes.as_dtype(info.dtype) if info.dtype else None
+    except GradregError:
+        raise SavedModelError(f"{where} declares dtype {info.dtype}, which is no DataType") from None
+    if declared is not None and tensor.dtype is not None and tensor.dtype.base_dtype is not declared:
+        raise SavedModelError(f"{where} is {declared.name}, but tensor '{info.name}' is {tensor.dtype.name}")
     if info.HasField("tensor_shape") and not info.tensor_shape.unknown_rank:
         # What the signature declares refines what the graph knows (a call's outputs: nothing).
         try:
