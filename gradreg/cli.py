@@ -206,6 +206,9 @@ def _add_execution_options(p: argparse.ArgumentParser, checkpoint: bool = True) 
                             "checkpoint (prefix such as model.ckpt-3, or its directory)")
 
 
+GRAD_YS_HELP = ("weights of the ys (default: ones): NAME=VALUE (a number or nested list, broadcast to the y's "
+                "shape), NAME=FILE.npy or FILE.npz (keyed by y), NAME naming a y as on --ys; or, for a graph "
+                "file, comma-separated tensors of the graph, one per y; repeatable")
 FEED_HELP = ("feed values: FILE.npz (keys are tensor names like x:0; a SavedModel's input names), NAME=FILE.npy, "
              "or NAME=VALUE for a small value such as 3.5 or [[1,2],[3,4]]; repeatable")
 
@@ -240,7 +243,7 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="comma-separated tensors to differentiate (SavedModel: signature outputs)")
     p.add_argument("--xs", required=True, metavar="NAMES",
                    help="comma-separated tensors to differentiate by (SavedModel: signature inputs or variables)")
-    p.add_argument("--grad-ys", metavar="NAMES", help="tensors weighting each y (default: ones)")
+    p.add_argument("--grad-ys", action="append", default=None, metavar="WEIGHTS", help=GRAD_YS_HELP)
     p.add_argument("--stop", metavar="NAMES", help="tensors to treat as constants")
     p.add_argument("--unconnected", choices=["none", "zero"], default="none",
                    help="gradient of an x that the ys do not depend on (default: none)")

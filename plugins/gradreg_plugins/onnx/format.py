@@ -34,6 +34,7 @@ from typing import Any
 from gradreg.errors import GraphError, GraphFileError
 from gradreg.formats import atomic_write
 from gradreg.model.graph import Graph, Tensor
+from gradreg.model.model_file import MODEL_FILE, DeclaredTensor, ModelFile
 from gradreg.registry.extensions import GraphFormat
 from gradreg.registry.hookspecs import hookimpl
 
@@ -128,11 +129,67 @@ def model_to_graph(model, source: str = "<ModelProto>", *, check: bool = True) -
         except onnx.checker.ValidationError as exc:
             raise GraphError(f"{source}: the ONNX checker rejects the model: {_first_lines(exc)}") from None
     check_known_ops(model, source)
-    model, original = _to_family_opset(model, source)
+    facts = model_facts(model)
+    converted, original = _to_family_opset(model, source)
+    if converted is not model:
+        from gradreg_plugins.onnx.schemas import OPSET_VERSIONS
+        facts["converted to"] = f"ai.onnx opset {OPSET_VERSIONS['']} (onnx's version converter)"
+    model = converted
     # inference is a help, not a requirement: types come from the nodes when it fails
     with contextlib.suppress(Exception):
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    return Importer(model, source, original).run()
+    graph = Importer(model, source, original).run()
+    graph.resources[MODEL_FILE] = declared(graph, model, facts)
+    return graph
+
+
+def model_facts(model) -> dict[str, str]:
+    """What ``gradreg inspect`` shows about an ONNX file: producer, IR version, opsets, graph name."""
+    facts = {"producer": f"{model.producer_name} {model.producer_version}".strip() or "(none)",
+             "IR version": str(model.ir_version),
+             "opsets": ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)}
+    if model.graph.name:
+        facts["graph"] = model.graph.name
+    if model.model_version:
+        facts["model version"] = str(model.model_version)
+    initializers = len(model.graph.initializer) + len(model.graph.sparse_initializer)
+    facts["initializers"] = str(initializers)
+    return facts
+
+
+def declared(graph: Graph, model, facts: dict[str, str]) -> ModelFile:
+    """The model's graph inputs (those that are no initializer: IR < 4 also lists every initializer)
+    and outputs under their ONNX names, with their declared types (symbolic dimensions by name)."""
+    import onnx
+    info = model_info(graph)
+    constants = {t.name for t in model.graph.initializer} | {t.values.name for t in model.graph.sparse_initializer}
+
+    def entry(name: str, tensor: Tensor) -> DeclaredTensor:
+        proto = onnx.TypeProto.FromString(info.value_types[name]) if name in info.value_types else None
+        return DeclaredTensor(name, tensor, *_declared_type(proto))
+
+    listed = sum(name in constants for name, _ in info.inputs)
+    if listed:
+        facts = dict(facts, initializers=f"{facts['initializers']} ({listed} also listed as graph inputs)")
+    return ModelFile("onnx", inputs=[entry(n, t) for n, t in info.inputs if n not in constants],
+                     outputs=[entry(n, t) for n, t in info.outputs], facts=facts)
+
+
+def _declared_type(proto) -> tuple[str | None, tuple[int | str | None, ...] | None]:
+    """(dtype name, shape) of a declared TypeProto; a sequence or map is "variant" of unknown rank."""
+    kind = None if proto is None else proto.WhichOneof("value")
+    if kind not in ("tensor_type", "sparse_tensor_type"):
+        return ("variant" if kind else None), None
+    from gradreg_plugins.onnx.nodes import dtype_of_element_type
+    tensor_type = getattr(proto, kind)
+    try:
+        dtype: str | None = dtype_of_element_type(tensor_type.elem_type, "").name
+    except GraphError:
+        dtype = None
+    if not tensor_type.HasField("shape"):
+        return dtype, None
+    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim)
+    return dtype, dims
 
 
 def _to_family_opset(model, source: str):
