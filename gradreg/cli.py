@@ -185,9 +185,15 @@ format is taken from its suffix, else from its content.""",
 }
 
 
+# Every command takes the resource-limit flags; `gradreg --help` lists them, once.
+LIMITS_NOTE = ("Every command also takes --debug and the resource limits (--max-loop-iterations,\n"
+               "--max-nodes, --max-function-depth, --max-op-arity): `gradreg --help` describes them.")
+
+
 def _subparser(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     return sub.add_parser(name, parents=parents, help=help, description=help[:1].upper() + help[1:] + ".",
-                          epilog=EPILOGS[name], formatter_class=argparse.RawDescriptionHelpFormatter)
+                          epilog=EPILOGS[name] + "\n\n" + LIMITS_NOTE,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def _add_execution_options(p: argparse.ArgumentParser, checkpoint: bool = True) -> None:
@@ -264,7 +270,8 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.ArgumentParser) -> None:
     p = _subparser(sub, "check", "list op types lacking a definition, kernel or gradient rule; exit 1 if "
-                   "one lies on the path from --xs to --ys", [common])
+                   "one lies on the path from --xs to --ys, or if the graph's outputs need one that cannot run",
+                   [common])
     p.add_argument("graph", metavar="GRAPH", help="a graph file")
     p.add_argument("--ys", metavar="NAMES", help="comma-separated tensors to differentiate")
     p.add_argument("--xs", metavar="NAMES", help="comma-separated tensors to differentiate by")
@@ -305,13 +312,20 @@ def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.
     p.set_defaults(func=_deferred("cmd_ops"))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _common_options(described: bool) -> argparse.ArgumentParser:
+    """--debug and the resource limits, which every command takes; described in `gradreg --help`
+    only (each command's help points there instead of repeating them)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show the traceback of errors")
-    _add_limits(common)
+                        help="show the traceback of errors" if described else argparse.SUPPRESS)
+    _add_limits(common, described)
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options(described=False)
     parser = argparse.ArgumentParser(
-        prog="gradreg", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="gradreg", parents=[_common_options(described=True)], formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Differentiate, run, inspect and convert TensorFlow-compatible graphs.",
         epilog="examples:\n  gradreg inspect model.pb\n  gradreg grad model.pb --ys loss --xs w,b --feed inputs.npz\n"
                "  gradreg run model.pb --feed 'x=[[1,2]]' --fetch y\n\n"
@@ -350,11 +364,12 @@ _LIMIT_FLAGS = [
 ]
 
 
-def _add_limits(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("resource limits (defaults from the GRADREG_MAX_* variables)")
+def _add_limits(parser: argparse.ArgumentParser, described: bool = True) -> None:
+    group = parser.add_argument_group("resource limits, for every command (defaults from the GRADREG_MAX_* "
+                                      "variables)") if described else parser
     for flag, attribute, text in _LIMIT_FLAGS:
         group.add_argument(flag, type=_non_negative, default=None, metavar="N",
-                           help=f"{text} (default {getattr(config, attribute):,})")
+                           help=f"{text} (default {getattr(config, attribute):,})" if described else argparse.SUPPRESS)
 
 
 def _non_negative(text: str) -> int:

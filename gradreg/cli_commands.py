@@ -15,7 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from gradreg.autodiff.coverage import gradient_overrides_in, library_function_types, op_types_in, op_types_on_path
+from gradreg.autodiff.coverage import (
+    gradient_overrides_in,
+    library_function_types,
+    op_types_in,
+    op_types_needed,
+    op_types_on_path,
+)
 from gradreg.autodiff.gradients import as_dense_gradients, gradients
 from gradreg.cli_inspect import default_outputs
 from gradreg.cli_ops import cmd_ops, cmd_plugins
@@ -251,7 +257,9 @@ def _grad_values(args: argparse.Namespace, graph: Graph, ys: list[Any], xs: list
 
 def cmd_check(args: argparse.Namespace) -> int:
     """List the op types of a graph that lack an op definition, a kernel (per backend) or a
-    gradient rule; exit 1 if one of them lies on the path from --xs to --ys."""
+    gradient rule; exit 1 if one of them lies on the path from --xs to --ys, or, without them,
+    if the graph's outputs (those ``inspect`` lists) need an op type without a definition or a
+    kernel."""
     graph = load_graph(args.graph)
     registry = get_registry()
     backends = _check_backends(args.backend, registry)
@@ -260,32 +268,47 @@ def cmd_check(args: argparse.Namespace) -> int:
     functions = library_function_types(graph)
     used = op_types_in(graph)
     on_path: dict[str, list[str]] = {}
+    needed: dict[str, list[str]] = {}
     if args.ys:
         on_path = op_types_on_path(find_tensors(graph, args.ys, "--ys"), find_tensors(graph, args.xs, "--xs"))
+    else:
+        needed = op_types_needed(default_outputs(graph))
     rows: list[dict[str, Any]] = []
     for op_type in sorted(set(used) | set(on_path)):
         support = op_support(op_type, backends, library_function=op_type in functions, registry=registry)
         missing = support.missing(backends)
         if missing:
-            rows.append({"op_type": op_type, "nodes": (on_path.get(op_type) or used[op_type])[:3],
-                         "on_path": op_type in on_path, "missing": missing, "hint": support.hint()})
+            runs = missing == ["gradient rule"]
+            rows.append({"op_type": op_type, "nodes": (on_path.get(op_type) or needed.get(op_type)
+                                                       or used[op_type])[:3],
+                         "on_path": op_type in on_path, "needed_by_outputs": op_type in needed and not runs,
+                         "missing": missing, "hint": support.hint()})
     rows += _override_rows(graph, registry, on_path, args.custom_gradient)
-    blocking = [r for r in rows if r["on_path"]]
+    blocking = [r for r in rows if r["on_path"] or r.get("needed_by_outputs")]
     if args.json:
         print(json.dumps({"backends": list(backends), "op_types": len(used), "incomplete": rows,
-                          "path_checked": bool(args.ys), "path_ok": not blocking}, indent=2))
+                          "path_checked": bool(args.ys), "path_ok": not blocking,
+                          "outputs_checked": not args.ys, "outputs_ok": not blocking}, indent=2))
         return 1 if blocking else 0
+    _print_check(args, used, backends, rows, blocking)
+    return 1 if blocking else 0
+
+
+def _print_check(args: argparse.Namespace, used: dict[str, list[str]], backends: Sequence[str],
+                 rows: list[dict[str, Any]], blocking: list[dict[str, Any]]) -> None:
     print(f"graph: {args.graph}: {len(used)} op types (functions included); backends: {', '.join(backends)}")
     if not rows:
         print("every op type has an op definition, kernels and a gradient rule")
     for r in rows:
-        where = "ON PATH " if r["on_path"] else ""
+        where = "ON PATH " if r["on_path"] else "NEEDED " if r.get("needed_by_outputs") else ""
         hint = f"; {r['hint']}" if r["hint"] else ""
         print(f"  {where}{r['op_type']}: no {', '.join(r['missing'])} (e.g. {', '.join(r['nodes'])}){hint}")
     if args.ys:
         print(f"path {args.xs} -> {args.ys}: " + (f"{len(blocking)} op types cannot be run or differentiated"
                                                    if blocking else "ok"))
-    return 1 if blocking else 0
+    else:
+        count = f"{len(blocking)} op type" + ("" if len(blocking) == 1 else "s")
+        print("outputs: " + (f"{count} (NEEDED) cannot be run" if blocking else "every op they need can run"))
 def _override_rows(graph: Graph, registry: Registry, on_path: dict[str, list[str]], mode: str) -> list[dict[str, Any]]:
     """Rows for nodes naming a gradient (_gradient_op_type) this process does not have: no
     gradient rule for them, unless --custom-gradient forward differentiates them by op type."""

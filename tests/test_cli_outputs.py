@@ -131,3 +131,49 @@ def test_inspect_of_a_savedmodel_shows_its_tag_sets_and_signatures(capsys):
     code, out, _ = run_cli(["inspect", str(DATA / "keras_softmax" / "model"), "--json"], capsys)
     summary = json.loads(out)
     assert summary["tag_sets"] == [["serve"]] and set(summary["signatures"]) == {"serve", "serving_default"}
+
+
+def _graph_with_an_unknown_op(path: pathlib.Path, on_the_outputs: bool) -> None:
+    """x -> y = 2x, and a node of an op type no plugin defines: between y and the output, or
+    off to the side (a sink nothing fetches)."""
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [2], name="x")
+        gr.identity(x * 2.0, name="y")
+    graph_def = graph.as_graph_def()
+    unknown = graph_def.node.add()
+    unknown.name, unknown.op = "unknown", "NoPluginDefinesThis"
+    unknown.input.append("y" if on_the_outputs else "x")
+    if on_the_outputs:
+        out = graph_def.node.add()
+        out.name, out.op = "out", "Identity"
+        out.input.append("unknown")
+        attr = out.attr.add()
+        attr.key, attr.value.type = "T", gr.float32.as_datatype_enum
+    path.write_bytes(graph_def.SerializeToString())
+
+
+def test_check_fails_when_the_graphs_outputs_need_an_op_nobody_defines(tmp_path, capsys):
+    path = tmp_path / "g.pb"
+    _graph_with_an_unknown_op(path, on_the_outputs=True)
+    code, out, _ = run_cli(["check", str(path)], capsys)
+    assert code == 1
+    assert "NEEDED NoPluginDefinesThis: no op definition" in out and "outputs: 1 op type (NEEDED) cannot be run" in out
+    code, out, _ = run_cli(["check", str(path), "--json"], capsys)
+    assert code == 1 and json.loads(out)["outputs_ok"] is False
+
+
+def test_check_passes_when_the_unknown_op_is_off_the_outputs(tmp_path, capsys):
+    path = tmp_path / "g.pb"
+    _graph_with_an_unknown_op(path, on_the_outputs=False)
+    code, out, _ = run_cli(["check", str(path)], capsys)
+    assert code == 0
+    assert "  NoPluginDefinesThis: no op definition" in out and "outputs: every op they need can run" in out
+
+
+@pytest.mark.parametrize("command", ["view", "tensorboard"])
+def test_view_and_tensorboard_say_they_take_every_format(command, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "ONNX .onnx" in text and "SavedModel directory" in text and "GraphDef .pb" in text
