@@ -46,6 +46,7 @@ import numpy as np
 
 from gradreg import config
 from gradreg.cli_inspect import graph_summary, node_lines, summary_lines
+from gradreg.cli_progress import shown_on
 from gradreg.cli_values import PRINT_THRESHOLD, UsageError, describe, names, read_feeds, tensor_name
 from gradreg.cli_view import add_view_commands
 from gradreg.distributed import add_dask_arguments
@@ -186,7 +187,7 @@ format is taken from its suffix, else from its content.""",
 
 
 # Every command takes the resource-limit flags; `gradreg --help` lists them, once.
-LIMITS_NOTE = ("Every command also takes --debug and the resource limits (--max-loop-iterations,\n"
+LIMITS_NOTE = ("Every command also takes --debug, --quiet and the resource limits (--max-loop-iterations,\n"
                "--max-nodes, --max-function-depth, --max-op-arity): `gradreg --help` describes them.")
 
 
@@ -318,6 +319,9 @@ def _common_options(described: bool) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the traceback of errors" if described else argparse.SUPPRESS)
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress bars (long loads and compiles show one on a terminal)" if described
+                        else argparse.SUPPRESS)
     _add_limits(common, described)
     return common
 
@@ -410,8 +414,23 @@ def _main(argv: Sequence[str] | None) -> tuple[int, str | None]:
     if args.command is None:
         parser.print_help()
         return 0, None
-    with _limits_applied(args):
+    with _limits_applied(args), _progress_shown(args):
         return _run_command(parser, args), args.command
+
+
+def _progress_shown(args: argparse.Namespace) -> contextlib.AbstractContextManager[Any]:
+    """Long loads and compiles draw a progress bar on stderr while the command runs, when stderr
+    is a terminal and --quiet is not given (gradreg.cli_progress); otherwise nothing is shown."""
+    if getattr(args, "quiet", False) or not _is_terminal(sys.stderr):
+        return contextlib.nullcontext()
+    return shown_on(sys.stderr)
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 # Commands that read files and print, and write nothing: after one of them the ``gradreg``

@@ -35,10 +35,12 @@ from gradreg.errors import GraphError, GraphFileError
 from gradreg.formats import atomic_write
 from gradreg.model.graph import Graph, Tensor
 from gradreg.model.model_file import MODEL_FILE, DeclaredTensor, ModelFile
+from gradreg.progress import task
 from gradreg.registry.extensions import GraphFormat
 from gradreg.registry.hookspecs import hookimpl
 
 INSTALL_HINT = 'pip install "gradreg[onnx]"'
+_log = "onnx"   # the logger gradreg.onnx (gradreg.progress)
 ONNX_SUFFIXES = (".onnx",)
 
 __all__ = ["FORMAT", "INSTALL_HINT", "graph_to_model", "load_onnx", "looks_like_onnx", "model_info", "model_to_graph",
@@ -123,21 +125,22 @@ def model_to_graph(model, source: str = "<ModelProto>", *, check: bool = True) -
     """Build a Graph from a ModelProto (checked, converted and shape-inferred first)."""
     from gradreg_plugins.onnx.importer import Importer, check_known_ops
     onnx = _require_onnx(source)
-    if check:
-        try:
-            onnx.checker.check_model(model)
-        except onnx.checker.ValidationError as exc:
-            raise GraphError(f"{source}: the ONNX checker rejects the model: {_first_lines(exc)}") from None
-    check_known_ops(model, source)
-    facts = model_facts(model)
-    converted, original = _to_family_opset(model, source)
-    if converted is not model:
-        from gradreg_plugins.onnx.schemas import OPSET_VERSIONS
-        facts["converted to"] = f"ai.onnx opset {OPSET_VERSIONS['']} (onnx's version converter)"
-    model = converted
-    # inference is a help, not a requirement: types come from the nodes when it fails
-    with contextlib.suppress(Exception):
-        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    with task(_log, f"checking {source} (onnx's checker, opset conversion, shape inference)"):
+        if check:
+            try:
+                onnx.checker.check_model(model)
+            except onnx.checker.ValidationError as exc:
+                raise GraphError(f"{source}: the ONNX checker rejects the model: {_first_lines(exc)}") from None
+        check_known_ops(model, source)
+        facts = model_facts(model)
+        converted, original = _to_family_opset(model, source)
+        if converted is not model:
+            from gradreg_plugins.onnx.schemas import OPSET_VERSIONS
+            facts["converted to"] = f"ai.onnx opset {OPSET_VERSIONS['']} (onnx's version converter)"
+        model = converted
+        # inference is a help, not a requirement: types come from the nodes when it fails
+        with contextlib.suppress(Exception):
+            model = onnx.shape_inference.infer_shapes(model, data_prop=True)
     graph = Importer(model, source, original).run()
     graph.resources[MODEL_FILE] = declared(graph, model, facts)
     return graph
