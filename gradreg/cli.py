@@ -187,8 +187,9 @@ format is taken from its suffix, else from its content.""",
 
 
 # Every command takes the resource-limit flags; `gradreg --help` lists them, once.
-LIMITS_NOTE = ("Every command also takes --debug, --quiet and the resource limits (--max-loop-iterations,\n"
-               "--max-nodes, --max-function-depth, --max-op-arity): `gradreg --help` describes them.")
+LIMITS_NOTE = ("Every command also takes --debug, --quiet, --allow-files and the resource limits\n"
+               "(--max-loop-iterations, --max-nodes, --max-function-depth, --max-op-arity):\n"
+               "`gradreg --help` describes them.")
 
 
 def _subparser(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -374,6 +375,10 @@ def _add_limits(parser: argparse.ArgumentParser, described: bool = True) -> None
     for flag, attribute, text in _LIMIT_FLAGS:
         group.add_argument(flag, type=_non_negative, default=None, metavar="N",
                            help=f"{text} (default {getattr(config, attribute):,})" if described else argparse.SUPPRESS)
+    group.add_argument("--allow-files", action="append", default=None, metavar="DIR",
+                       help="let the graph's file ops (SaveV2, RestoreV2, ...) read and write under DIR "
+                            "(repeatable; also GRADREG_ALLOW_FILES); without it they may only read inside the "
+                            "model (docs/security.md)" if described else argparse.SUPPRESS)
 
 
 def _non_negative(text: str) -> int:
@@ -388,19 +393,22 @@ def _non_negative(text: str) -> int:
 
 @contextlib.contextmanager
 def _limits_applied(args: argparse.Namespace) -> Iterator[None]:
-    """The limit flags given set gradreg.config while the command runs (restored afterwards, for
-    callers of main() in-process)."""
+    """The limit flags given (and --allow-files) set gradreg.config while the command runs
+    (restored afterwards, for callers of main() in-process)."""
     attributes = ["max_elements"] + [attribute for _, attribute, _ in _LIMIT_FLAGS]
     saved = {attribute: getattr(config, attribute) for attribute in attributes}
     for attribute in attributes:
         value = getattr(args, attribute, None)
         if value is not None:
             setattr(config, attribute, value)
+    saved_files = config.allow_files
+    config.allow_files = [*saved_files, *(getattr(args, "allow_files", None) or [])]
     try:
         yield
     finally:
         for attribute, value in saved.items():
             setattr(config, attribute, value)
+        config.allow_files = saved_files
 
 
 def main(argv: Sequence[str] | None = None) -> int:

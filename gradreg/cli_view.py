@@ -29,7 +29,8 @@ examples:
 .dot and .html need nothing installed; .svg and .png need Graphviz
 (apt install graphviz | brew install graphviz | conda install graphviz).
 
-Every command also takes --debug, --quiet and the resource limits: `gradreg --help` describes them.
+Every command also takes --debug, --quiet, --allow-files and the resource limits:
+`gradreg --help` describes them.
 """
 
 GRAPH_HELP = ("a graph file (GraphDef .pb, .pbtxt or .json; ONNX .onnx; any format a plugin adds), or a "
@@ -39,7 +40,8 @@ TENSORBOARD_EPILOG = """\
 examples:
   gradreg tensorboard grad.pb runs/grad && tensorboard --logdir runs
 
-Every command also takes --debug, --quiet and the resource limits: `gradreg --help` describes them.
+Every command also takes --debug, --quiet, --allow-files and the resource limits:
+`gradreg --help` describes them.
 """
 
 

@@ -78,7 +78,8 @@ def test_every_option_has_help_and_every_command_an_example():
             assert action.help and action.help != argparse.SUPPRESS, action.option_strings
 
 
-SHARED_OPTIONS = {"debug", "quiet", "max_loop_iterations", "max_nodes", "max_function_depth", "max_op_arity"}
+SHARED_OPTIONS = {"debug", "quiet", "allow_files", "max_loop_iterations", "max_nodes", "max_function_depth",
+                  "max_op_arity"}
 
 
 def test_the_resource_limits_are_described_once(capsys):
