@@ -107,7 +107,9 @@ class _Worker:
         env = dict(os.environ, **{k: str(v) for k, v in contender.env.items()})
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         self.name = contender.name
-        self.process = subprocess.Popen([sys.executable, str(BENCH / "_timing.py"), "--worker"], env=env,
+        # GRADREG_BENCH_PYTHON: another interpreter (bench/protocol.py --python, A/B of two versions)
+        python = env.pop("GRADREG_BENCH_PYTHON", sys.executable)
+        self.process = subprocess.Popen([python, str(BENCH / "_timing.py"), "--worker"], env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(BENCH))
         self.request({"setup": contender.factory, "kwargs": contender.kwargs})
 

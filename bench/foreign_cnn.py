@@ -70,7 +70,7 @@ def gradreg_graph(name: str):
     return graph, [y] + grads, [graph.get_tensor_by_name("x:0"), cotangent]
 
 
-def gradreg_step(name: str, backend: str | None = None):
+def gradreg_step(name: str, backend: str | None = None, warm: bool = True):
     import gradreg as gr
     graph, fetches, feed_tensors = gradreg_graph(name)
     session = gr.Session(graph, backend=backend)
@@ -78,13 +78,14 @@ def gradreg_step(name: str, backend: str | None = None):
     given = feeds(name, grad_ys=True)
     values = [given["x:0"], given["grad_ys_0:0"]]
     entry = manifest()[name]
-    _check(name, entry["fetches"] + entry["tf_grad_tensors"], run(*values))
-    settle(lambda: run(*values))
-    _check(name, entry["fetches"] + entry["tf_grad_tensors"], run(*values))
+    if warm:
+        _check(name, entry["fetches"] + entry["tf_grad_tensors"], run(*values))
+        settle(lambda: run(*values))
+        _check(name, entry["fetches"] + entry["tf_grad_tensors"], run(*values))
     return lambda: run(*values), {"backend": session.backend}
 
 
-def tensorflow_step(name: str, threads: int = 2):
+def tensorflow_step(name: str, threads: int = 2, warm: bool = True):
     import tensorflow as tf
     tf1 = tf.compat.v1
     entry = manifest()[name]
@@ -99,7 +100,8 @@ def tensorflow_step(name: str, threads: int = 2):
     run = session.make_callable(fetched, ["x:0", "grad_ys_0:0"])
     given = feeds(name, grad_ys=True)
     values = [given["x:0"], given["grad_ys_0:0"]]
-    _check(name, fetched, run(*values))
+    if warm:
+        _check(name, fetched, run(*values))
     return lambda: run(*values), {"threads": threads}
 
 

@@ -12,11 +12,13 @@ feeds to the initializer tensors (`init_feeds`) so that every contender starts f
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 
 import numpy as np
 
-GRAPHS = pathlib.Path(__file__).resolve().parent / "graphs"
+# GRADREG_BENCH_GRAPHS: another directory of graph sets (bench/realistic.py's large ones)
+GRAPHS = pathlib.Path(os.environ.get("GRADREG_BENCH_GRAPHS") or pathlib.Path(__file__).resolve().parent / "graphs")
 
 
 def manifest() -> dict:

@@ -88,13 +88,15 @@ def _reference_losses(n: int = 3) -> list[float]:
     return [model.step(x, labels) for _ in range(n)]
 
 
-def numpy_step():
+def numpy_step(warm: bool = True):
     model = HandwrittenNumpy()
     x, labels = _batch()
     return lambda: model.step(x, labels)
 
 
-def gradreg_step(backend: str | None = None):
+def gradreg_step(backend: str | None = None, warm: bool = True):
+    """gradreg on train.pb; ``warm=False``: no call before the returned step's first (bench/protocol.py's
+    cold cache)."""
     import gradreg as gr
     entry = manifest()[NAME]
     graph = gr.load_graph(str(graph_path(NAME, "train.pb")))
@@ -102,13 +104,14 @@ def gradreg_step(backend: str | None = None):
     session.run(entry["init_op"], init_feeds(NAME))
     run = session.make_callable(["loss:0", entry["train_op"]], ["x:0", "labels:0"])
     x, labels = _batch()
-    losses = [run(x, labels)[0] for _ in range(3)]
-    np.testing.assert_allclose(losses, _reference_losses(), rtol=1e-4)
-    settle(lambda: run(x, labels))      # the compiled kernels, built in the background
+    if warm:
+        losses = [run(x, labels)[0] for _ in range(3)]
+        np.testing.assert_allclose(losses, _reference_losses(), rtol=1e-4)
+        settle(lambda: run(x, labels))      # the compiled kernels, built in the background
     return lambda: run(x, labels), {"backend": session.backend}
 
 
-def tensorflow_step():
+def tensorflow_step(warm: bool = True):
     import tensorflow as tf
     tf1 = tf.compat.v1
     entry = manifest()[NAME]
@@ -121,9 +124,39 @@ def tensorflow_step():
     session.run(entry["init_op"], init_feeds(NAME))
     run = session.make_callable(["loss:0", entry["train_op"]], ["x:0", "labels:0"])
     x, labels = _batch()
-    losses = [run(x, labels)[0] for _ in range(3)]
-    np.testing.assert_allclose(losses, _reference_losses(), rtol=1e-4)
+    if warm:
+        losses = [run(x, labels)[0] for _ in range(3)]
+        np.testing.assert_allclose(losses, _reference_losses(), rtol=1e-4)
     return lambda: run(x, labels)
+
+
+def jax_step(warm: bool = True):
+    """The same step in JAX: the loss's gradient by jax.grad, SGD, all in one jit (the weights
+    passed in and returned, as a JAX training loop does)."""
+    import jax
+    import jax.numpy as jnp
+
+    def loss_fn(params, x, labels):
+        w1, b1, w2, b2, w3, b3 = params
+        h1 = jax.nn.relu(x @ w1 + b1)
+        h2 = jax.nn.relu(h1 @ w2 + b2)
+        logits = h2 @ w3 + b3
+        return jnp.mean(jax.nn.logsumexp(logits, axis=1) - jnp.take_along_axis(logits, labels[:, None], 1)[:, 0])
+
+    @jax.jit
+    def step(params, x, labels):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, labels)
+        return loss, [p - LR * g for p, g in zip(params, grads)]
+
+    x, labels = (jax.device_put(v) for v in _batch())
+    state = {"params": [jax.device_put(p) for p in _initial_params()]}
+
+    def run():
+        loss, state["params"] = step(state["params"], x, labels)
+        return jax.block_until_ready(loss)
+    if warm:
+        np.testing.assert_allclose([float(run()) for _ in range(3)], _reference_losses(), rtol=1e-4)
+    return run, {"jax": jax.__version__}
 
 
 def main() -> None:

@@ -56,12 +56,12 @@ def _values():
     return given["xs:0"], given["W:0"], given["U:0"]
 
 
-def numpy_step():
+def numpy_step(warm: bool = True):
     xs, w, u = _values()
     return lambda: numpy_reference(xs, w, u)
 
 
-def gradreg_step(graph_file: str = "forward.pb", backend: str | None = None):
+def gradreg_step(graph_file: str = "forward.pb", backend: str | None = None, warm: bool = True):
     import gradreg as gr
     entry = manifest()[NAME]
     graph = gr.load_graph(str(graph_path(NAME, graph_file)))
@@ -75,13 +75,14 @@ def gradreg_step(graph_file: str = "forward.pb", backend: str | None = None):
     session = gr.Session(graph, backend=backend)
     run = session.make_callable(fetches, [graph.get_tensor_by_name(n) for n in ("xs:0", "W:0", "U:0")])
     values = _values()
-    _check(run(*values), numpy_reference(*values))
-    settle(lambda: run(*values))
-    _check(run(*values), numpy_reference(*values))
+    if warm:
+        _check(run(*values), numpy_reference(*values))
+        settle(lambda: run(*values))
+        _check(run(*values), numpy_reference(*values))
     return lambda: run(*values), {"backend": session.backend}
 
 
-def tensorflow_step(threads: int = 0):
+def tensorflow_step(threads: int = 0, warm: bool = True):
     import tensorflow as tf
     tf1 = tf.compat.v1
     entry = manifest()[NAME]
@@ -94,7 +95,8 @@ def tensorflow_step(threads: int = 0):
     session = tf1.Session(graph=graph, config=config)
     run = session.make_callable(["loss:0"] + entry["tf_grad_tensors"], ["xs:0", "W:0", "U:0"])
     values = _values()
-    _check(run(*values), numpy_reference(*values))
+    if warm:
+        _check(run(*values), numpy_reference(*values))
     return lambda: run(*values), {"tensorflow": tf.__version__}
 
 

@@ -16,6 +16,8 @@ Graphs (manifest.json describes each: files, feeds, fetches, xs, TensorFlow's gr
   train.pb (GradientDescentOptimizer(0.01).minimize -> train_op). `init_feeds` lists the kernels'
   initial-value tensors (and shapes): feeding foreign_graphs.init_feeds() to them with the init op
   starts every contender, TensorFlow included, from the same weights.
+- mobilenet_v2_224, resnet50_224 (only with --only, into another --out: bench/realistic.py's cache):
+  keras.applications.MobileNetV2(alpha=1.0) and ResNet50 at 224x224, batch 32, frozen as the CNNs above.
 Seeds are fixed; feeds.npz holds the stored feeds (and, for the CNNs, TensorFlow's values of the
 fetch and gradients as 'expected/<tensor>'); bench/foreign_graphs.py loads them and computes the
 large inputs not worth storing.
@@ -168,17 +170,39 @@ GRAPHS = {
 }
 
 
+def _application(rng, build, batch: int, size: int = 224):
+    """A keras.applications model with random weights, its batch norms calibrated on 32 images."""
+    model = build(input_shape=(size, size, 3), weights=None, classes=1000)
+    km.randomize_constant_weights(model, rng)
+    km.calibrate_batch_norm(model, km.images(rng, 32, size))
+    return model, {"x": km.images(rng, batch, size)}
+
+
+# Issue 31's realistic sizes: too large to keep in the repository (ResNet50's weights are 100 MB,
+# three times over with the gradient graph and TensorFlow's values). Written only with --only,
+# into bench/realistic.py's cache directory (it runs this script when they are missing).
+LARGE = {
+    "mobilenet_v2_224": lambda out: keras_cnn(
+        out, "mobilenet_v2_224",
+        lambda rng: _application(rng, lambda **kw: keras.applications.MobileNetV2(alpha=1.0, **kw), 32),
+        "keras.applications.MobileNetV2(alpha=1.0), 224x224, batch 32, frozen"),
+    "resnet50_224": lambda out: keras_cnn(
+        out, "resnet50_224", lambda rng: _application(rng, keras.applications.ResNet50, 32),
+        "keras.applications.ResNet50, 224x224, batch 32, frozen"),
+}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", choices=list(GRAPHS))
+    parser.add_argument("--only", action="append", choices=list(GRAPHS) + list(LARGE))
     parser.add_argument("--out", default=str(ROOT / "bench" / "graphs"))
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)
     manifest_path = out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     for name in args.only or list(GRAPHS):
-        manifest[name] = GRAPHS[name](out)
-    manifest = {k: manifest[k] for k in GRAPHS if k in manifest}
+        manifest[name] = {**GRAPHS, **LARGE}[name](out)
+    manifest = {k: manifest[k] for k in {**GRAPHS, **LARGE} if k in manifest}
     manifest_path.write_text(json.dumps(dict(manifest, tensorflow_version=tf.__version__), indent=1) + "\n")
     return 0
 

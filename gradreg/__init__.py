@@ -84,7 +84,9 @@ if TYPE_CHECKING:   # imported on first use (below, _LAZY): the command line doe
     )
     from gradreg.build.control_flow import cond, group, while_loop
     from gradreg.build.functions import function
+    from gradreg.formats.gradient_saved_model import save_gradient_saved_model
     from gradreg.formats.saved_model_loader import LoadedSavedModel, load_saved_model
+    from gradreg.formats.signature_graph import SignatureGraph, signature_gradients, signature_graph
     from gradreg.model import nest
     from gradreg.runtime.session import Session
     from gradreg.training import (
@@ -126,6 +128,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "function": ("gradreg.build.functions", "function"),
     "LoadedSavedModel": ("gradreg.formats.saved_model_loader", "LoadedSavedModel"),
     "load_saved_model": ("gradreg.formats.saved_model_loader", "load_saved_model"),
+    "save_gradient_saved_model": ("gradreg.formats.gradient_saved_model", "save_gradient_saved_model"),
+    **{name: ("gradreg.formats.signature_graph", name) for name in (
+        "SignatureGraph", "signature_gradients", "signature_graph")},
     "nest": ("gradreg.model.nest", None),
     "Session": ("gradreg.runtime.session", "Session"),
     "train": ("gradreg.training", None),   # TensorFlow's tf.train
@@ -150,8 +155,9 @@ __all__ = ["add_to_collection", "AggregationMethod", "apply_op", "as_dtype", "AU
     "load_onnx", "load_saved_model", "LoadedSavedModel", "math", "name_scope", "nest", "newaxis", "nn",
     "NoGradient", "NotDifferentiable", "ones_initializer", "Operation", "qint16", "qint32", "qint8", "quint16",
     "quint8", "random", "random_normal_initializer", "random_uniform_initializer", "raw_ops", "recompute_grad",
-    "RegisterGradient", "reset_default_graph", "resource", "save_graph", "save_onnx", "Session",
-    "set_random_seed", "string", "Tensor", "TensorShape", "train", "trainable_variables",
+    "RegisterGradient", "reset_default_graph", "resource", "save_gradient_saved_model", "save_graph",
+    "save_onnx", "Session", "set_random_seed", "SignatureGraph", "signature_gradients", "signature_graph", "string",
+    "Tensor", "TensorShape", "train", "trainable_variables",
     "truncated_normal_initializer", "tuple", "uint16", "uint32", "uint64", "uint8", "UnconnectedGradients",
     "Variable", "variable_scope", "variables_initializer", "variance_scaling_initializer", "variant",
     "__version__", "while_loop", "write_graph", "zeros_initializer"]
@@ -225,14 +231,16 @@ def load_onnx(source: _Any, *, base_dir: _Any = None) -> Graph:
     return load_graph(source, format="onnx", base_dir=base_dir)
 
 
-def save_onnx(graph: Graph, path: _Any, outputs: _Any = None) -> None:
+def save_onnx(graph: Graph, path: _Any, outputs: _Any = None, *, opset: int | None = None) -> None:
     """Write ``graph`` as an ONNX model computing ``outputs`` ({ONNX output name: tensor or
     tensor name}; default: a loaded model's own outputs): ``save_graph(graph, path, "onnx",
-    outputs=...)``. The model passes ``onnx.checker.check_model(full_check=True)``."""
+    outputs=...)``. ``opset`` (17 up to the onnx family's, default the family's) writes an older
+    ai.onnx opset. The model passes ``onnx.checker.check_model(full_check=True)``."""
+    options: dict[str, _Any] = {} if opset is None else {"opset": int(opset)}
     if outputs is None:
-        save_graph(graph, path, "onnx")
+        save_graph(graph, path, "onnx", **options)
     else:
-        save_graph(graph, path, "onnx", outputs=dict(outputs))
+        save_graph(graph, path, "onnx", outputs=dict(outputs), **options)
 
 
 def name_scope(name: str | None):

@@ -65,6 +65,10 @@ _names = names
 _tensor_name = tensor_name
 
 
+OPSET_HELP = ("with an .onnx output: write ai.onnx opset N (17 up to the onnx op family's, its default), for "
+              "runtimes pinned to an older one")
+
+
 def _load(path: str):
     return load_graph(path)
 
@@ -210,8 +214,9 @@ def _add_execution_options(p: argparse.ArgumentParser, checkpoint: bool = True) 
                         f"{PRINT_THRESHOLD})")
     if checkpoint:
         p.add_argument("--checkpoint", metavar="CKPT",
-                       help="restore the graph's variables first: a gradreg .npz checkpoint or a TensorFlow "
-                            "checkpoint (prefix such as model.ckpt-3, or its directory)")
+                       help="restore the graph's variables first: a gradreg .npz checkpoint, a TensorFlow "
+                            "checkpoint (prefix such as model.ckpt-3, or its directory), or a SavedModel directory "
+                            "(its variables, by name)")
 
 
 GRAD_YS_HELP = ("weights of the ys (default: ones): NAME=VALUE (a number or nested list, broadcast to the y's "
@@ -260,8 +265,13 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                    "gradient): fail (default) or differentiate through its forward ops")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="save the graph with its gradient nodes (.pb, .pbtxt, .json; .onnx writes an ONNX model of the "
-                        "ys and gradients); SavedModel: OUT.npz saves the gradients' values keyed by x. Without -o "
-                        "the values are printed")
+                        "ys and gradients). SavedModel: OUT.pb is the signature as one flat graph with its gradients "
+                        "(functions inlined; run it with --checkpoint DIR, or write it with --freeze), OUTDIR/ a copy "
+                        "of the SavedModel with a 'gradients' signature added, OUT.npz the gradients' values keyed "
+                        "by x. Without -o the values are printed")
+    p.add_argument("--freeze", action="store_true",
+                   help="SavedModel, with -o OUT.pb: the variables become constants of their values")
+    p.add_argument("--opset", type=int, metavar="N", help=OPSET_HELP)
     p.add_argument("--json", action="store_true",
                    help='print {"gradients": {x: gradient name or null}} (and "values" when evaluated)')
     p.add_argument("--feed", action="append", default=[], metavar="FEED", help=FEED_HELP)
@@ -288,6 +298,7 @@ def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.
                    [common])
     p.add_argument("input", metavar="IN", help="the graph to read (format from its suffix, else its content)")
     p.add_argument("output", metavar="OUT", help="the file to write (format from its suffix)")
+    p.add_argument("--opset", type=int, metavar="N", help=OPSET_HELP)
     p.set_defaults(func=_deferred("cmd_convert"))
 
     p = _subparser(sub, "freeze", "write a SavedModel signature as one GraphDef with its variables as constants",

@@ -44,6 +44,7 @@ from gradreg.distributed import run_distributed_grad
 from gradreg.errors import FeedError
 from gradreg.formats import format_for_path, formats, load_graph, save_graph
 from gradreg.formats.model_kinds import is_saved_model_dir
+from gradreg.formats.signature_graph import restore_from_saved_model
 from gradreg.model.graph import Graph
 from gradreg.model.model_file import declared_name
 from gradreg.registry import Registry, get_registry
@@ -72,7 +73,10 @@ def _session(graph: Graph, args: argparse.Namespace) -> Session:
         variables = find_variables(graph)
         if not variables:
             raise UsageError(f"--checkpoint: {args.graph} has no variables (VarHandleOp or VariableV2) to restore")
-        Saver(var_list=variables).restore(session, args.checkpoint)
+        if is_saved_model_dir(args.checkpoint):     # a SavedModel's values, by its variables' names
+            restore_from_saved_model(session, variables, args.checkpoint)
+        else:
+            Saver(var_list=variables).restore(session, args.checkpoint)
     return session
 
 
@@ -133,16 +137,34 @@ def cmd_convert(args: argparse.Namespace) -> int:
         writable = ", ".join(s for f in formats() if f.write is not None for s in f.suffixes)
         what = "tell the format of" if fmt is None else f"write {fmt.name} files such as"
         raise UsageError(f"cannot {what} {args.output!r}: use a suffix of a writable format ({writable})")
+    options = _write_options(args, fmt)
     graph = load_graph(args.input)   # validates the graph before anything is written
-    save_graph(graph, args.output, fmt.name)
+    save_graph(graph, args.output, fmt.name, **options)
     print(f"wrote {args.output} ({fmt.name}, {len(graph)} nodes)")
     return 0
 
 
+def _write_options(args: argparse.Namespace, fmt: Any) -> dict[str, Any]:
+    """The format options the command line gave (``--opset``), checked against what the output's
+    format takes (UsageError otherwise)."""
+    opset = getattr(args, "opset", None)
+    if opset is None:
+        return {}
+    if fmt is None or "opset" not in fmt.write_options:
+        raise UsageError(f"--opset applies to an ONNX output (.onnx), not {getattr(args, 'output', None) or 'none'}")
+    return {"opset": opset}
+
+
 def cmd_grad(args: argparse.Namespace) -> int:
     if is_saved_model_dir(args.graph):
+        if args.opset is not None:
+            raise UsageError("--opset applies to an ONNX output of a graph file, not a SavedModel's gradients")
         return grad_saved_model(args)
     graph_only(args, "signature")
+    if args.freeze:
+        raise UsageError(f"--freeze applies to a SavedModel directory, and {args.graph} is not one")
+    chosen = format_for_path(args.output) if args.output else None
+    options = _write_options(args, chosen)
     graph = load_graph(args.graph)
     ys = find_tensors(graph, args.ys, "--ys")
     xs = find_tensors(graph, args.xs, "--xs")
@@ -164,9 +186,8 @@ def cmd_grad(args: argparse.Namespace) -> int:
     # (x as the user sees it, its gradient's name) per x, and the names values are shown under
     rows = [(declared_name(graph, x), None if g is None else g.name) for x, g in zip(xs, grads)]
     shown = {t.name: declared_name(graph, t) for t in [*ys, *(g for g in grads if g is not None)]}
-    chosen = format_for_path(args.output) if args.output else None
     if chosen is not None and chosen.write_outputs is not None:
-        rows, shown = _save_gradient_model(graph, args, ys, grads, chosen.name)
+        rows, shown = _save_gradient_model(graph, args, ys, grads, chosen.name, options)
     elif args.output:
         save_graph(graph, args.output)
     if args.json:
@@ -199,7 +220,8 @@ def _print_gradients(rows: Sequence[tuple[str, str | None]], grads: Sequence[Any
 
 
 def _save_gradient_model(graph: Graph, args: argparse.Namespace, ys: Sequence[Any], grads: Sequence[Any],
-                         format_name: str) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
+                         format_name: str, options: dict[str, Any]) -> tuple[list[tuple[str, str | None]],
+                                                                              dict[str, str]]:
     """Write a model format with named outputs (ONNX): the ys under their names on the command
     line and one gradient per x, named ``<x>_grad``. Returns the rows (x as named on the command
     line, its gradient's output name or None) and the output name of each y and gradient tensor."""
@@ -214,7 +236,7 @@ def _save_gradient_model(graph: Graph, args: argparse.Namespace, ys: Sequence[An
         if g is not None:
             outputs[f"{name}_grad"] = g
             shown.setdefault(g.name, f"{name}_grad")
-    save_graph(graph, args.output, format_name, outputs=outputs)
+    save_graph(graph, args.output, format_name, outputs=outputs, **options)
     return rows, shown
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -27,13 +28,16 @@ from gradreg.cli_values import (
     save_npz,
     suggestion,
 )
-from gradreg.cli_weights import parse_weights, weight_tensors, zero_gradients_note
+from gradreg.cli_weights import parse_weights, weight_arrays, weight_tensors, zero_gradients_note
 from gradreg.errors import FetchError, GradregError, SavedModelError
-from gradreg.formats import save_graph
+from gradreg.formats import format_for_path, save_graph
+from gradreg.formats.gradient_saved_model import save_gradient_saved_model
 from gradreg.formats.model_kinds import is_saved_model_dir
 from gradreg.formats.saved_model import read_saved_model
 from gradreg.formats.saved_model_loader import LoadedSavedModel, load_saved_model
+from gradreg.formats.signature_graph import gradient_name, signature_gradients
 from gradreg.model.dtypes import as_dtype
+from gradreg.model.graph import import_graph_def
 
 
 def graph_only(args: argparse.Namespace, *options: str) -> None:
@@ -155,7 +159,9 @@ def run_saved_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def grad_saved_model(args: argparse.Namespace) -> int:
+def _grad_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options grad takes for a SavedModel (UsageError for the others); the --grad-ys
+    weights, which are values keyed by output name."""
     if args.stop:
         raise UsageError("--stop applies to graph files, not to SavedModel directories")
     weights, tensors = parse_weights(args.grad_ys)
@@ -165,6 +171,13 @@ def grad_saved_model(args: argparse.Namespace) -> int:
     if getattr(args, "dask", None) is not None:
         raise UsageError("--dask applies to graph files, not to SavedModel directories")
     _no_checkpoint(args)
+    if args.freeze and not args.output:
+        raise UsageError("--freeze applies to -o GRAPH (the gradient graph written)")
+    return weights
+
+
+def grad_saved_model(args: argparse.Namespace) -> int:
+    weights = _grad_options(args)
     model = _open_saved_model(args)
     signature = _signature(model, args.signature)
     ys = [_signature_part(signature.outputs, n, "output", signature.name) for n in names(args.ys)]
@@ -185,7 +198,8 @@ def grad_saved_model(args: argparse.Namespace) -> int:
         if note:
             print(f"gradreg grad: note: {note}", file=sys.stderr)
     if args.output:
-        _write_gradients(args.output, model, values, x_names, mapping, bool(args.feed))
+        arrays = weight_arrays(ys, names(args.ys), weights) if weights else None
+        mapping = _write_gradients(args, model, signature, values, x_names, bool(args.feed), arrays) or mapping
     if args.json:
         document: dict[str, Any] = {"gradients": mapping}
         if values:    # keyed as on the command line: the ys' output names, each x's name
@@ -218,18 +232,45 @@ def _variable(model: LoadedSavedModel, signature: Any, name: str) -> Any:
     return variables[name]
 
 
-def _write_gradients(path: str, model: LoadedSavedModel, values: dict[str, Any], x_names: list[str],
-                     mapping: dict[str, str | None], evaluated: bool) -> None:
+def _write_gradients(args: argparse.Namespace, model: LoadedSavedModel, signature: Any, values: dict[str, Any],
+                     x_names: list[str], evaluated: bool,
+                     weights: dict[str, Any] | None = None) -> dict[str, str | None] | None:
+    """-o OUT.npz: the gradients' values; -o OUTDIR/ (or an existing directory): a copy of the
+    SavedModel with a gradients signature; -o OUT.pb (any graph format): the signature's flat
+    gradient graph (gradreg.formats.signature_graph), its variables as constants with --freeze.
+    ``weights``: the --grad-ys arrays by y. Returns each x's gradient's name in what was written
+    (None for the npz)."""
+    path = args.output
     if path.lower().endswith(".npz"):
         if not evaluated:
             raise UsageError("-o OUT.npz saves the gradients' values: give --feed with the signature's inputs")
         arrays = {x: np.asarray(values[x]) for x in x_names if x in values}
         save_npz(path, arrays)
         print(f"wrote {len(arrays)} gradients to {path} (keyed by x)")
-        return
-    save_graph(model.graph, path)
-    print(f"wrote {path} ({len(model.graph)} nodes; gradients: "
-          f"{', '.join(f'{x} -> {g}' for x, g in mapping.items())})")
+        return None
+    flat = signature_gradients(model, names(args.ys), x_names, signature=signature.name, grad_ys=weights,
+                               unconnected_gradients=args.unconnected, custom_gradient=args.custom_gradient)
+    fetched = ", ".join(sorted(flat.fetches))
+    written = {x: gradient_name(x) if flat.gradients.get(x) is not None else None for x in x_names}
+    if path.endswith(("/", os.sep)) or os.path.isdir(path):
+        if args.freeze:
+            raise UsageError("--freeze applies to -o GRAPH: a SavedModel keeps its variables")
+        save_gradient_saved_model(model, flat, path)
+        print(f"wrote {path}: the SavedModel with signature 'gradients' (inputs {', '.join(sorted(flat.inputs))}; "
+              f"outputs {fetched})")
+        return written
+    chosen = format_for_path(path)
+    if chosen is not None and chosen.write_outputs is not None:     # a model format (ONNX): no variables
+        frozen = import_graph_def(flat.graph_def(freeze=True), source=path)
+        save_graph(frozen, path, chosen.name, outputs={k: frozen.get_tensor(t.name) for k, t in flat.fetches.items()})
+        print(f"wrote {path} (outputs {fetched})")
+        return written
+    graph_def = flat.graph_def(freeze=args.freeze)
+    save_graph(graph_def, path)
+    how = "variables as constants" if args.freeze else f"variables restored by: --checkpoint {model.path}"
+    print(f"wrote {path} ({len(graph_def.node)} nodes, functions inlined; feed {', '.join(sorted(flat.inputs))}; "
+          f"fetch {fetched}; {how})")
+    return written
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:

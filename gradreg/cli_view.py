@@ -7,13 +7,14 @@ raising GradregError (one line on stderr, exit 1) for a bad graph or a missing G
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from gradreg.cli_values import UsageError
 from gradreg.errors import RenderError
 from gradreg.formats import atomic_write, load_graph
+from gradreg.formats.model_kinds import is_saved_model_dir
 
 # gradreg.viz (the view model, DOT, HTML, TensorBoard's event files) is imported by the
 # commands below when they run: importing it costs every command 20-35 ms otherwise.
@@ -25,6 +26,12 @@ examples:
   gradreg view grad.pb -o grad.png --expand 'gradients/dense*'
   gradreg view grad.pb -o path.svg --ys loss --xs dense/kernel   # only the ops from xs to ys
   gradreg view model.pb -o model.dot && dot -Tpdf model.dot -o model.pdf
+  gradreg view export_dir -o model.html                # a SavedModel: its signature, functions inlined
+  gradreg view model.onnx -o model.html --plumbing     # initializers drawn as nodes too
+
+Constants, variables and their reads are listed inside the ops that use them (as Netron draws
+ONNX initializers), NoOps that only order other ops are left out: --plumbing draws them as
+nodes, and the HTML page has a switch for it.
 
 .dot and .html need nothing installed; .svg and .png need Graphviz
 (apt install graphviz | brew install graphviz | conda install graphviz).
@@ -66,7 +73,7 @@ def add_view_commands(subparsers: Any, parents: Sequence[argparse.ArgumentParser
         description="Draw a graph with name scopes folded into boxes, the gradient part in its own colour, "
                     "loop frames and function calls as boxes, op types and static shapes on the nodes.",
         epilog=VIEW_EPILOG, formatter_class=formatter)
-    p.add_argument("graph", help=GRAPH_HELP)
+    p.add_argument("graph", help=GRAPH_HELP + " (drawn as one signature with its functions inlined)")
     p.add_argument("-o", "--output", required=True, type=_picture_path, metavar="OUT.(svg|png|dot|html)",
                    help="the picture; its suffix chooses the format")
     p.add_argument("--ys", metavar="NAMES", help="show only ops on paths into these tensors or ops (comma-separated)")
@@ -81,6 +88,13 @@ def add_view_commands(subparsers: Any, parents: Sequence[argparse.ArgumentParser
     p.add_argument("--flow", action="store_true",
                    help="draw the gradient part flowing downward below the forward part, instead of "
                         "upward beside it")
+    p.add_argument("--plumbing", action="store_true",
+                   help="draw constants, variables, their reads and NoOps that only order other ops as nodes "
+                        "(default: listed inside the ops that use them; the HTML page has a switch)")
+    p.add_argument("--signature", default=None, metavar="S",
+                   help="SavedModel: the signature to draw (default: serving_default, or the only one)")
+    p.add_argument("--tags", default=None, metavar="TAGS",
+                   help="SavedModel MetaGraph tag set, comma-separated (default: serve)")
     p.add_argument("--title", help="a title for the picture (default: the file name)")
     p.set_defaults(func=cmd_view)
 
@@ -94,13 +108,17 @@ def add_view_commands(subparsers: Any, parents: Sequence[argparse.ArgumentParser
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from gradreg.viz.render import format_for_path, render  # start-up cost (see the imports above)
-    graph = load_graph(args.graph)
-    fmt = format_for_path(args.output)
+    import gradreg.viz as viz  # noqa: PLC0415  (start-up cost, see the imports above)
+    if not is_saved_model_dir(args.graph):
+        for option in ("signature", "tags"):
+            if getattr(args, option) is not None:
+                raise UsageError(f"--{option} applies to a SavedModel directory, and {args.graph} is not one")
+    graph, title = viz.graph_to_draw(args.graph, args.signature, _names(args.tags) or None)
+    fmt = viz.format_for_path(args.output)
     start = time.perf_counter()
-    picture = render(graph, fmt, ys=_names(args.ys) or None, xs=_names(args.xs) or None, depth=args.depth,
-                     expand=args.expand, **({"budget": args.budget} if args.budget else {}), mirror=not args.flow,
-                     title=args.title or os.path.basename(args.graph))
+    picture = viz.render(graph, fmt, ys=_names(args.ys) or None, xs=_names(args.xs) or None, depth=args.depth,
+                         expand=args.expand, **({"budget": args.budget} if args.budget else {}),
+                         mirror=not args.flow, title=args.title or title, plumbing=args.plumbing)
     data = picture.encode("utf-8") if isinstance(picture, str) else picture
     atomic_write(args.output, data)
     print(f"wrote {args.output} ({fmt}, {len(graph)} ops, {time.perf_counter() - start:.1f} s)")

@@ -21,7 +21,7 @@ from gradreg.cli_values import UsageError, feed_value, load_npz, names, tensor_n
 from gradreg.errors import FeedError, GradregError
 from gradreg.model.graph import Graph, Tensor
 
-__all__ = ["parse_weights", "weight_tensors", "zero_gradients_note"]
+__all__ = ["parse_weights", "weight_arrays", "weight_tensors", "zero_gradients_note"]
 
 # Unweighted gradients all below this (in absolute value) earn a note on how to weight the ys.
 NEGLIGIBLE = 1e-6
@@ -63,6 +63,19 @@ def weight_tensors(graph: Graph, ys: Sequence[Tensor], labels: Sequence[Sequence
             if not (y.shape.is_fully_defined() and tuple(y.shape.as_list()) == array.shape):
                 weight = apply_op("BroadcastTo", weight, apply_op("Shape", y))
         out[index] = weight
+    return out
+
+
+def weight_arrays(ys: Sequence[Tensor], y_names: Sequence[str], values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The weights as arrays of their y's dtype, keyed by the y's name in ``y_names`` (for writers
+    that build the weights themselves: a SavedModel's gradient graph)."""
+    labels = [[name] for name in y_names]
+    out: dict[str, np.ndarray] = {}
+    for key, value in values.items():
+        index = _which_y(key, labels)
+        array = _array(key, value, ys[index])
+        _check_broadcast(key, array.shape, ys[index])
+        out[y_names[index]] = array
     return out
 
 

@@ -7,7 +7,7 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
 import gradreg as gr
-from gradreg.backends import threads
+from gradreg.backends import workers
 from gradreg.registry.kernels import ShapeMemo
 from gradreg_plugins.nn import conv
 
@@ -54,17 +54,17 @@ def test_blocks_shared_among_threads_give_the_single_thread_values(xs, fs, strid
     feeds = {x: xv, f: fv, dy: dyv}
     # One batch entry a block, every convolution large enough to share its blocks.
     monkeypatch.setattr(conv, "SCRATCH_BYTES", 1)
-    monkeypatch.setattr(conv.threads, "threads_for", lambda work, per_thread: 1)
+    monkeypatch.setattr(conv.ks, "threads_for", lambda work, per_thread: 1)
     one = gr.Session(graph, backend="numpy").run([y, dx, df], feeds)
     calls = []
-    real_parallel = threads.parallel
+    real_parallel = workers.parallel
 
-    def parallel(fn, parts):
-        calls.append(parts)
-        return real_parallel(fn, parts)
+    def parallel(fn, parts, threads=None):
+        calls.append(threads)
+        return real_parallel(fn, parts, threads)
 
-    monkeypatch.setattr(conv.threads, "threads_for", lambda work, per_thread: 2)
-    monkeypatch.setattr(conv.threads, "parallel", parallel)
+    monkeypatch.setattr(conv.ks, "threads_for", lambda work, per_thread: 2)
+    monkeypatch.setattr(conv.ks, "parallel", parallel)
     shared = gr.Session(graph, backend="numpy").run([y, dx, df], feeds)
     assert calls and set(calls) == {2}
     tol = 1e-5 if dtype == np.float32 else 1e-12
@@ -77,90 +77,6 @@ def test_blocks_shared_among_threads_give_the_single_thread_values(xs, fs, strid
     scale = tol * 100 * max(1.0, abs(inner))
     assert abs(float(np.sum(dxv.astype(np.float64) * xv)) - inner) < scale * 10
     assert abs(float(np.sum(dfv.astype(np.float64) * fv)) - inner) < scale * 10
-
-
-def test_free_cores_count_a_busy_process_but_not_our_own_busy_threads():
-    import subprocess
-    import sys
-    import threading
-    import time
-
-    runnable = threads._Runnable()
-    stop = threading.Event()
-    a = np.ones((400, 400))
-
-    def readings(read, n: int) -> list[int]:
-        found = []
-        for _ in range(n):
-            found.append(read())
-            time.sleep(0.005)
-        return found
-
-    def spin():      # a thread of ours, busy outside the GIL (as a BLAS thread after a product)
-        while not stop.is_set():
-            a @ a
-
-    spinner = threading.Thread(target=spin)
-    spinner.start()
-    try:
-        ours = readings(runnable.own_running, 40)
-    finally:
-        stop.set()
-        spinner.join()
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.3)
-        loaded = readings(runnable.others, 20)
-    finally:
-        busy.kill()
-        busy.wait()
-    # The reader and the spinner, both ours: subtracted from the machine's runnable threads.
-    assert max(ours) >= 2, ours
-    assert min(loaded) >= 1, loaded
-
-
-def test_a_thread_runnable_in_one_reading_only_is_not_load(monkeypatch):
-    free = threads._FreeCores()
-
-    class Readings:
-        def __init__(self, values):
-            self.values = iter(values)
-
-        def others(self):
-            return next(self.values)
-
-    free.runnable = Readings([0, 1, 0, 1, 1, 1, 0])
-    free.others = 0
-    seen = []
-    for _ in range(7):
-        free.sample()
-        seen.append(free.free)
-    cores = threads.CORES
-    assert seen == [cores, cores, cores, cores, cores - 1, cores - 1, cores]
-
-
-def test_pool_workers_run_off_the_callers_core():
-    import os
-    import threading
-
-    if threads.CORES < 2 or threads._Placement().getcpu is None:
-        pytest.skip("one core, or no sched_getcpu")
-    where = []
-
-    def part(i):
-        where.append((i, threading.get_native_id()))
-        return i * 10
-
-    assert threads.parallel(part, 2) == [0, 10]       # the pool starts; its worker is placed from now on
-    assert threads.parallel(part, 2) == [0, 10]
-    placement = threads._placement
-    assert placement is not None and placement.workers
-    if placement.getcpu is None:
-        pytest.skip("this machine refuses to set thread affinity (placement switched itself off)")
-    assert placement.pinned_away_from in placement.allowed
-    for tid in placement.workers:
-        assert os.sched_getaffinity(tid) == placement.allowed - {placement.pinned_away_from}
-    assert {tid for i, tid in where if i == 1} <= set(placement.workers)
 
 
 COMPILED_CASES = [  # input NHWC, filter, strides, dilations, padding, dtype, data format, forms used
@@ -211,7 +127,7 @@ def test_compiled_convolution_loops_match_numpy(xs, fs, stride, dilation, paddin
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for shared in (1, 2):
         monkeypatch.setattr(conv, "SCRATCH_BYTES", 1)
-        monkeypatch.setattr(conv.threads, "threads_for", lambda work, per_thread, n=shared: n)
+        monkeypatch.setattr(conv.ks, "threads_for", lambda work, per_thread, n=shared: n)
         session = gr.Session(graph, backend="numba")
         assert wait_for_kernels(120)
         got = session.run([y, dx, df], feeds)

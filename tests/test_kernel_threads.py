@@ -1,4 +1,4 @@
-"""gradreg.backends.threads.parallel with the spinning pool (numba loaded): parts in order, errors
+"""gradreg.backends.workers.parallel with the spinning pool (numba loaded): parts in order, errors
 of any part raised in the caller once every part has finished, concurrent callers served,
 workers woken after they went to sleep; GRADREG_SPIN=0 keeps the sleeping executor."""
 from __future__ import annotations
@@ -9,32 +9,92 @@ import time
 import numpy as np
 import pytest
 
-from gradreg.backends import threads
+from gradreg.backends import threads, workers
 
 numba = pytest.importorskip("numba")
 
-pytestmark = pytest.mark.skipif(threads.CORES < 2, reason="one core: parallel runs every part in the caller")
+pytestmark = pytest.mark.skipif(threads.cores() < 2, reason="one core: parallel runs every part in the caller")
 
 
 def spin_pool():
-    pool = threads._spinning()
+    pool = workers.spin_pool()
     if pool is None:
         pytest.skip("the spinning pool is switched off here (GRADREG_SPIN=0)")
     return pool
 
 
-def test_parts_come_back_in_order_from_the_workers():
-    pool = spin_pool()
+def test_parts_come_back_in_order_part_zero_from_the_caller():
+    spin_pool()
     seen = []
 
     def part(i):
         seen.append((i, threading.get_ident()))
         return i * 10
-    parts = min(threads.CORES, pool.workers + 1)
-    assert threads.parallel(part, parts) == [10 * i for i in range(parts)]
-    callers = {tid for i, tid in seen if i == 0}
-    workers = {tid for i, tid in seen if i > 0}
-    assert callers == {threading.get_ident()} and workers and not workers & callers
+    assert workers.parallel(part, 7, 2) == [10 * i for i in range(7)]
+    assert sorted(i for i, _ in seen) == list(range(7))               # each part once
+    assert [tid for i, tid in seen if i == 0] == [threading.get_ident()]
+
+
+def test_a_worker_takes_parts_while_the_caller_is_busy():
+    spin_pool()
+    started = threading.Event()
+    where = {}
+
+    def part(i):
+        where[i] = threading.get_ident()
+        if i == 0:                       # the caller's part waits until another thread runs part 1
+            assert started.wait(30)
+        else:
+            started.set()
+        return i
+    assert workers.parallel(part, 2, 2) == [0, 1]
+    assert where[0] == threading.get_ident() and where[1] != threading.get_ident()
+
+
+def test_the_caller_takes_the_parts_of_a_worker_that_does_not_come():
+    # A worker another process keeps off its core, played by a worker busy with a task of ours:
+    # the call does not wait for it, its caller runs every part.
+    pool = spin_pool()
+    release, busy = threading.Event(), threading.Event()
+
+    def blocker(_):
+        busy.set()
+        release.wait(30)
+    with pool.lock:
+        number = pool.post(blocker, 0)
+    try:
+        assert busy.wait(30)
+        where = []
+
+        def part(i):
+            where.append(threading.get_ident())
+            return i * 2
+        assert workers.parallel(part, 6, 2) == [0, 2, 4, 6, 8, 10]
+        assert set(where) == {threading.get_ident()}
+    finally:
+        release.set()
+    with pool.lock:
+        pool.wait_posted(number + 1, 0)      # the late worker ran the call's (empty) share after
+    assert workers.parallel(lambda i: i + 1, 2, 2) == [1, 2]
+
+
+def test_waiting_for_a_task_waits_for_that_task_when_the_one_before_was_never_waited_for():
+    # A parallel call does not wait for a late worker; the next caller that needs its own task
+    # run (side tasks) must not take that late worker's older number for its own.
+    pool = spin_pool()
+    release, busy, ran = threading.Event(), threading.Event(), []
+
+    def blocker(_):
+        busy.set()
+        release.wait(30)
+    with pool.lock:
+        pool.post(blocker, 0)
+        assert busy.wait(30)
+        pool.post(lambda _: None, 0)          # a task of nobody's waiting, skipped or run late
+        mine = pool.post(lambda _: ran.append(True), 0)
+        threading.Timer(0.2, release.set).start()
+        pool.wait_posted(mine, 0)
+        assert ran == [True]
 
 
 def test_a_workers_error_is_raised_in_the_caller_after_every_part_finished():
@@ -48,9 +108,9 @@ def test_a_workers_error_is_raised_in_the_caller_after_every_part_finished():
         finished.append(i)
         return i
     with pytest.raises(ValueError, match="part one failed"):
-        threads.parallel(part, 2)
+        workers.parallel(part, 2)
     assert finished == [0]
-    assert threads.parallel(lambda i: i + 1, 2) == [1, 2]       # the pool still works
+    assert workers.parallel(lambda i: i + 1, 2) == [1, 2]       # the pool still works
 
 
 def test_the_callers_error_waits_for_the_workers():
@@ -64,16 +124,16 @@ def test_the_callers_error_waits_for_the_workers():
         finished.append(i)
         return i
     with pytest.raises(KeyError):
-        threads.parallel(part, 2)
+        workers.parallel(part, 2)
     assert finished == [1]       # part 1 had finished when the error reached the caller
 
 
 def test_a_sleeping_worker_is_woken():
     spin_pool()
-    time.sleep(threads.SPIN_SECONDS * 40)       # the worker has stopped spinning and sleeps
-    assert threads.parallel(lambda i: i * 3, 2) == [0, 3]
-    time.sleep(threads.SPIN_SECONDS * 40)
-    assert threads.parallel(lambda i: i * 5, 2) == [0, 5]
+    time.sleep(workers.SPIN_SECONDS * 40)       # the worker has stopped spinning and sleeps
+    assert workers.parallel(lambda i: i * 3, 2) == [0, 3]
+    time.sleep(workers.SPIN_SECONDS * 40)
+    assert workers.parallel(lambda i: i * 5, 2) == [0, 5]
 
 
 def test_concurrent_callers_each_get_their_own_results():
@@ -82,7 +142,7 @@ def test_concurrent_callers_each_get_their_own_results():
 
     def caller(k):
         try:
-            values = [threads.parallel(lambda i, k=k: (k, i, float(np.sqrt(k + i))), 2) for _ in range(200)]
+            values = [workers.parallel(lambda i, k=k: (k, i, float(np.sqrt(k + i))), 2) for _ in range(200)]
             results[k] = values[-1]
             assert all(v == values[0] for v in values)
         except Exception as exc:   # pragma: no cover (reported below)
@@ -97,11 +157,11 @@ def test_concurrent_callers_each_get_their_own_results():
 
 
 def test_gradreg_spin_0_keeps_the_sleeping_executor(monkeypatch):
-    monkeypatch.setattr(threads, "_spin_pool", None)
+    monkeypatch.setattr(workers, "POOLS", workers._Pools())
     monkeypatch.setenv("GRADREG_SPIN", "0")
-    assert threads._spinning() is None
-    assert threads.parallel(lambda i: i - 1, 2) == [-1, 0]
-    assert threads._pool is not None
+    assert workers.spin_pool() is None
+    assert workers.parallel(lambda i: i - 1, 2) == [-1, 0]
+    assert workers.POOLS.executor is not None
 
 
 def test_a_compiled_loop_without_the_gil_runs_on_both_threads():
@@ -113,8 +173,8 @@ def test_a_compiled_loop_without_the_gil_runs_on_both_threads():
         for i in range(lo, hi):
             out[i] = np.sqrt(i)
     out = np.zeros(200_000)
-    pieces = threads.split(len(out), 2)
-    threads.parallel(lambda i: fill(out, *pieces[i]), 2)
+    pieces = workers.split(len(out), 2)
+    workers.parallel(lambda i: fill(out, *pieces[i]), 2)
     np.testing.assert_array_equal(out, np.sqrt(np.arange(len(out))))
 
 
@@ -122,12 +182,12 @@ def test_a_compiled_loop_without_the_gil_runs_on_both_threads():
 def test_a_forked_child_starts_its_own_workers():
     import os
     spin_pool()
-    assert threads.parallel(lambda i: i, 2) == [0, 1]
+    assert workers.parallel(lambda i: i, 2) == [0, 1]
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:     # the child: the parent's workers are not here
         try:
-            ok = threads.parallel(lambda i: i + 7, 2) == [7, 8]
+            ok = workers.parallel(lambda i: i + 7, 2) == [7, 8]
             os.write(write, b"1" if ok else b"0")
         finally:
             os._exit(0)
@@ -149,34 +209,7 @@ def test_a_worker_keeps_nothing_of_a_finished_task():
 
     def part(i, values=values):
         return float(values[i::2].sum())
-    assert threads.parallel(part, 2) == [float(values[0::2].sum()), float(values[1::2].sum())]
+    assert workers.parallel(part, 2) == [float(values[0::2].sum()), float(values[1::2].sum())]
     del values, part
     gc.collect()
     assert gone() is None
-
-
-class _FakeBlas:
-    """threads._Blas's interface, recording the counts set."""
-
-    def __init__(self, current):
-        self.current, self.setters, self.lock, self.calls = current, [print], threading.Lock(), []
-
-    def set(self, n):
-        self.calls.append(n)
-        self.current = n
-
-
-@pytest.mark.parametrize("free,limit,restored", [(2.0, 2, True), (1.0, 2, False), (0.0, 2, False), (2.0, 1, False)])
-def test_blas_goes_back_up_only_to_what_may_run_now(monkeypatch, free, limit, restored):
-    # Raising OpenBLAS's count wakes its idle threads, which spin: under load (or with
-    # GRADREG_THREADS=1) the lower count stays until a call may use more threads.
-    fake = _FakeBlas(2)
-    monkeypatch.setattr(threads, "_blas", fake)
-    monkeypatch.setattr(threads, "free_cores", lambda: free)
-    monkeypatch.setattr(threads, "max_threads", lambda: limit)
-    with threads.blas_threads(1):
-        assert fake.current == 1
-    assert fake.current == (2 if restored else 1)
-    assert fake.calls == ([1, 2] if restored else [1])
-    with threads.blas_threads(2):     # a call asking for two threads gets them
-        assert fake.current == 2

@@ -361,13 +361,13 @@ def test_a_large_group_is_split_over_threads_with_the_same_result(rng, monkeypat
     value = rng.standard_normal((300, 1000)).astype(np.float32)
     want = run(graph, [y], {x: value}, "numpy")[0]
     calls = []
-    original = fused_kernels.threads.parallel
+    original = fused_kernels.workers.parallel
 
-    def counted(fn, parts):
-        calls.append(parts)
-        return original(fn, parts)
+    def counted(fn, parts, threads=None):
+        calls.append(threads)
+        return original(fn, parts, threads)
     monkeypatch.setattr(fused_kernels.threads, "threads_for", lambda work, per_thread: 3)
-    monkeypatch.setattr(fused_kernels.threads, "parallel", counted)
+    monkeypatch.setattr(fused_kernels.workers, "parallel", counted)
     got = gr.Session(graph, backend="numba").run(y, {x: value})
     assert calls == [3]
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)

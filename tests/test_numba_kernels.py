@@ -410,7 +410,7 @@ def test_depthwise_loops_split_the_batch_like_one_thread(monkeypatch):
               f: rng.standard_normal((3, 3, 5, 2)).astype(np.float32),
               dy: rng.standard_normal((6, 5, 5, 10)).astype(np.float32)}
     want = gr.Session(graph, backend="numpy").run([y, dx, df], values)
-    monkeypatch.setattr(numba_kernels.threads, "threads_for", lambda work, per_thread: 3)
+    monkeypatch.setattr(numba_kernels.ks, "threads_for", lambda work, per_thread: 3)
     got = gr.Session(graph, backend="numba").run([y, dx, df], values)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

@@ -27,7 +27,7 @@ EXPECTED = dict(np.load(IO / "expected.npz"))
 META = json.loads((IO / "case.json").read_text())
 IO_MODELS = sorted(META["models"])
 LR = META["learning_rate"]
-TF_MODELS = ["module_two_signatures", "keras_export", "while_loop", "keras_lstm"]
+TF_MODELS = ["module_two_signatures", "keras_export", "while_loop", "keras_lstm", "keras_cnn"]
 
 
 def _io(name: str, *parts: str) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Side tasks (gradreg.backends.threads.SideTasks, gradreg.runtime.plan.side_candidates): nodes whose
+"""Side tasks (gradreg.backends.call_modes.SideTasks, gradreg.runtime.plan.side_candidates): nodes whose
 value only other side nodes or the fetches read (a CNN's weight gradients) run on the spinning pool's
 worker while the plan goes on. The values are those of running them in order; a failing side node is
 named in the error, as any other; the worker is let go after every call, failed or not; a call that
@@ -11,39 +11,40 @@ import numpy as np
 import pytest
 
 import gradreg as gr
-from gradreg.backends import threads
+from gradreg.backends import call_modes, threads, workers
 from gradreg.errors import ExecutionError
 from gradreg.runtime.plan import side_candidates
 
 pytest.importorskip("numba")
-pytestmark = pytest.mark.skipif(threads.CORES < 2, reason="one core: no side worker")
+pytestmark = pytest.mark.skipif(threads.cores() < 2, reason="one core: no side worker")
 
 
 @pytest.fixture
 def side_on(monkeypatch):
     """The side worker on for every task, whatever else runs on this machine; the tasks counted."""
-    if threads._spinning() is None:
+    if workers.spin_pool() is None:
         pytest.skip("the spinning pool is switched off here (GRADREG_SPIN=0)")
     monkeypatch.delenv("GRADREG_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setenv("GRADREG_SIDE_TASKS", "on")          # not tried both ways: always on
-    monkeypatch.setattr(threads, "free_cores", lambda: 2.0)
-    monkeypatch.setattr(threads, "SIDE_MIN_BYTES", 0)
+    monkeypatch.setattr(threads, "blas_limit", lambda: 0)     # whatever BLAS count the suite runs with
+    monkeypatch.setattr(call_modes, "SIDE_MIN_BYTES", 0)
     counts = {"deferred": 0, "inline": 0, "worker": 0}
-    submit, run = threads.SideTasks.submit, threads.Deferred.run
+    submit, run = call_modes.SideTasks.submit, call_modes.Deferred.run
 
     def counting_submit(self, fn, *args):
         value = submit(self, fn, *args)
-        counts["deferred" if type(value) is threads.Deferred else "inline"] += 1
+        counts["deferred" if type(value) is call_modes.Deferred else "inline"] += 1
         return value
 
     def counting_run(self):
         if threading.current_thread().name.startswith("gradreg-kernel"):
             counts["worker"] += 1
         run(self)
-    monkeypatch.setattr(threads.SideTasks, "submit", counting_submit)
-    monkeypatch.setattr(threads.Deferred, "run", counting_run)
+    monkeypatch.setattr(call_modes.SideTasks, "submit", counting_submit)
+    monkeypatch.setattr(call_modes.Deferred, "run", counting_run)
     yield counts
-    assert threads._side_workers == 0 and not threads._spinning().lock.locked()   # let go after each call
+    assert threads.HOLDS.side_workers == 0 and not workers.spin_pool().lock.locked()   # let go after each call
 
 
 def _session(g):
@@ -88,7 +89,7 @@ def test_weight_gradients_run_on_the_worker_with_the_values_of_running_in_order(
         for value, want in zip(got, _handwritten(g, x_value)):
             np.testing.assert_allclose(value, want, rtol=1e-10, atol=1e-10)
     assert side_on["deferred"] > 0 and side_on["worker"] + side_on["deferred"] > 0
-    threads.SIDE_MIN_BYTES = 1 << 60           # every node in place (monkeypatch restores it)
+    call_modes.SIDE_MIN_BYTES = 1 << 60           # every node in place (monkeypatch restores it)
     in_place = _session(g).run([loss, *grads], {x: x_value})
     for a, b in zip(got, in_place):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
@@ -141,8 +142,8 @@ def test_a_failing_main_node_drops_the_waiting_side_tasks(side_on):
     np.testing.assert_array_equal(value, np.full((2, 2), 2.0))
 
 
-def test_without_a_second_free_core_side_nodes_run_in_place(monkeypatch, side_on):
-    monkeypatch.setattr(threads, "free_cores", lambda: 1.0)
+def test_with_one_thread_allowed_side_nodes_run_in_place(monkeypatch, side_on):
+    monkeypatch.setenv("GRADREG_THREADS", "1")
     g, x, loss, grads, x_value = _weight_gradients_graph(1)
     got = _session(g).run([loss, *grads], {x: x_value})
     for value, want in zip(got, _handwritten(g, x_value)):
@@ -172,19 +173,19 @@ def test_two_sessions_in_two_threads_share_the_worker(side_on):
 
 
 def test_a_task_reading_another_waits_for_it_and_an_error_is_raised_once(monkeypatch):
-    monkeypatch.setattr(threads, "SIDE_MIN_BYTES", 0)
-    side = threads.SideTasks()
+    monkeypatch.setattr(call_modes, "SIDE_MIN_BYTES", 0)
+    side = call_modes.SideTasks()
     side.held, side.pool = True, None          # queue only: this thread runs every task at take
     first = side.submit(lambda v: v * 2, np.arange(3))
     second = side.submit(lambda v: v + 1, first)
-    assert type(first) is threads.Deferred and type(second) is threads.Deferred
+    assert type(first) is call_modes.Deferred and type(second) is call_modes.Deferred
     side.finish()
     np.testing.assert_array_equal(side.take(second), [1, 3, 5])
-    late = threads.SideTasks()
+    late = call_modes.SideTasks()
     late.held, late.pool = True, None
     left = late.submit(lambda v: v - 1, np.arange(2))      # never run by a finish: take runs it
     np.testing.assert_array_equal(late.take(left), [-1, 0])
-    failing = threads.SideTasks()
+    failing = call_modes.SideTasks()
     failing.held, failing.pool = True, None
     bad = failing.submit(lambda v: 1 / 0, np.zeros(1))
     after = failing.submit(lambda v: v, bad)
@@ -217,13 +218,13 @@ def test_a_plan_tries_its_modes_and_keeps_the_fastest(monkeypatch, side_on):
     plan._installed = len(plan.upgrades)                  # as if its compiled kernels were in
     monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
     # with side tasks, each call takes 5 ms longer: the plan keeps another mode
-    submit = threads.SideTasks.submit
+    submit = call_modes.SideTasks.submit
 
     def slow_submit(self, fn, *args):
         import time
         time.sleep(0.005)
         return submit(self, fn, *args)
-    monkeypatch.setattr(threads.SideTasks, "submit", slow_submit)
+    monkeypatch.setattr(call_modes.SideTasks, "submit", slow_submit)
     want = _handwritten(g, x_value)
     for _ in range(3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK):
         assert plan.trials == 0 and plan.mode == "side"    # side tasks until the trial has chosen
@@ -238,34 +239,51 @@ def test_a_plan_tries_its_modes_and_keeps_the_fastest(monkeypatch, side_on):
 
 def test_a_plan_keeps_to_one_thread_when_that_is_fastest(monkeypatch, side_on):
     monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
-    import time
-
     import gradreg.runtime.plan as plan_module
     g, x, loss, grads, x_value = _weight_gradients_graph(6)
     plan = _session(g).plan_for([loss, *grads], [x])
     plan._installed = len(plan.upgrades)
     monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
     limits = []
+    # The trial's clock is a virtual one (no timing in unit tests: the machine may be busy): each
+    # reading advances it by a microsecond, and a call in the other modes costs 30 ms more.
+    clock = [0.0]
 
-    def slowed(maker):
+    class VirtualTime:
+        @staticmethod
+        def perf_counter() -> float:
+            clock[0] += 1e-6
+            return clock[0]
+    monkeypatch.setattr(plan_module, "time", VirtualTime)
+
+    calling = [""]
+
+    def marked(mode, maker):
         def make():
-            time.sleep(0.005)
+            calling[0] = mode
             return maker()
         return make
-    for mode in ("side", "split"):                       # the other modes, 5 ms slower each call
-        plan._makers[mode] = slowed(plan._makers[mode])
-    single_submit = threads.SingleThreaded.submit
+    for mode in list(plan._makers):
+        plan._makers[mode] = marked(mode, plan._makers[mode])
+    run_plan = plan._fn
+
+    def timed_run(*args):
+        if calling[0] in ("side", "split"):
+            clock[0] += 0.03
+        return run_plan(*args)
+    plan._fn = timed_run
+    single_submit = call_modes.SingleThreaded.submit
 
     def watching_submit(fn, *args):
-        limits.append((threads.max_threads(), threads._side_workers))
+        limits.append((threads.max_threads(), threads.HOLDS.side_workers))
         return single_submit(fn, *args)
-    monkeypatch.setattr(threads.SingleThreaded, "submit", staticmethod(watching_submit))
+    monkeypatch.setattr(call_modes.SingleThreaded, "submit", staticmethod(watching_submit))
     want = _handwritten(g, x_value)
     for _ in range(3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK + 3):
         for value, expected in zip(plan([x_value]), want):
             np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
-        assert threads._single_calls == 0 and threads.max_threads() == threads.CORES   # let go after each call
-    assert plan.mode == "single" and plan.trials == 1
+        assert threads.HOLDS.single_calls == 0 and threads.max_threads() == threads.cores()   # let go after each call
+    assert plan.mode == "single" and plan.trials == 1, plan.mode_medians
     assert limits and set(limits) == {(1, 0)}            # one thread, no side worker, inside the calls
 
 
@@ -279,7 +297,7 @@ def test_a_failing_single_threaded_call_lets_the_limit_go(monkeypatch):
     plan.mode = "single"
     with pytest.raises(ExecutionError, match="bad_product"):
         plan([np.ones((3, 2))])
-    assert threads._single_calls == 0 and threads.max_threads() == threads.CORES
+    assert threads.HOLDS.single_calls == 0 and threads.max_threads() == threads.cores()
     np.testing.assert_array_equal(plan([np.ones((2, 2))])[0], np.full((2, 2), 2.0))
 
 

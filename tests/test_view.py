@@ -23,7 +23,7 @@ from gradreg.viz import RenderError, build_view, fold, render, write_tensorboard
 from gradreg.viz import dot as dot_module
 from gradreg.viz import tensorboard as tb
 from gradreg.viz.html import page_data
-from gradreg.viz.model import GRADIENT, loop_frames, stem
+from gradreg.viz.model import GRADIENT, hide_plumbing, loop_frames, stem
 
 DATA = ROOT.parent / "view"
 HAS_DOT = shutil.which("dot") is not None
@@ -228,7 +228,7 @@ def test_automatic_folding_keeps_a_large_graph_within_budget_and_folds_siblings_
 
 def test_dot_draws_open_boxes_as_clusters_and_folded_ones_as_counted_nodes():
     graph, _ = mlp_with_gradients(3)
-    view = build_view(graph)
+    view = hide_plumbing(build_view(graph))
     folding = fold(view, depth=1)
     text = render(graph, "dot", depth=1)
     assert text.count("subgraph \"cluster_") == len(folding.open) - 1
@@ -260,7 +260,7 @@ def test_svg_and_png_without_graphviz_fail_saying_how_to_install_it(monkeypatch)
 @pytest.mark.skipif(not HAS_DOT, reason="Graphviz is not installed")
 def test_svg_names_every_visible_op_and_folded_scope():
     graph = corpus_graph("mlp_softmax_xent")
-    view = build_view(graph)
+    view = hide_plumbing(build_view(graph))
     folding = fold(view, depth=1)
     svg = render(graph, "svg", depth=1)
     root = ET.fromstring(svg)
@@ -296,7 +296,7 @@ def test_html_page_is_self_contained_and_carries_the_folded_view():
     assert set(re.findall(r"https?://[^\s\"'<>)]+", page)) <= {"http://www.w3.org/2000/svg"}
     data = _page_json(page)
     view = build_view(graph)
-    folding = fold(view, depth=2)
+    folding = fold(hide_plumbing(view), depth=2)       # the page carries it all, the plumbing marked
     assert len(data["nodes"]) == len(view.nodes) and len(data["edges"]) == len(view.edges)
     assert len(data["boxes"]) == len(view.boxes)
     assert {data["boxes"][i]["key"] for i in data["open"]} == {view.boxes[b].key for b in folding.open if b}
@@ -331,7 +331,7 @@ def _drawn_items(dom: str) -> list[tuple[str, tuple[float, float, float, float]]
 @pytest.mark.skipif(not CHROMIUM, reason="Chromium is not installed")
 def test_html_page_draws_every_visible_item_without_overlap_in_chromium(tmp_path):
     graph = corpus_graph("while_v1")
-    folding = fold(build_view(graph), depth=2)
+    folding = fold(hide_plumbing(build_view(graph)), depth=2)
     page = tmp_path / "g.html"
     page.write_text(render(graph, "html", depth=2))
     dom = _chromium_dom(page)

@@ -15,7 +15,7 @@ the node).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -53,15 +53,21 @@ def freeze_signature(model: Any, signature: str | None = None) -> graph_pb2.Grap
     graph: Graph = model.graph
     fed = set(inputs.values())
     ops = sorted(set(needed_ops([t.op for t in outputs.values()], fed)) | {t.op for t in fed}, key=lambda o: o.id)
-    values = {op: _current_value(model, op) for op in ops if op.type in _VARIABLES}
+    frozen = freeze_ops(graph, ops, {op: _current_value(model, op) for op in ops if op.type in _VARIABLES})
+    _name_inputs_and_outputs(frozen, {k: t.name for k, t in inputs.items()},
+                             {k: (t.name, t.known_dtype.base_dtype) for k, t in outputs.items()})
+    return frozen
+
+
+def freeze_ops(graph: Graph, ops: Sequence[Operation], values: dict[Operation, np.ndarray]) -> graph_pb2.GraphDef:
+    """``ops`` of ``graph`` (in graph order) as a GraphDef in which each variable op is a Const
+    of its value in ``values`` (see the module docstring), with the functions they run."""
     rewriter = _Rewriter(graph.library, values)
     frozen = graph_pb2.GraphDef()
-    frozen.versions.CopyFrom(graph.as_graph_def().versions)
+    frozen.versions.CopyFrom(graph.versions)
     for op in ops:
         frozen.node.extend(rewriter.rewrite(op))
     frozen.library.CopyFrom(rewriter.library())
-    _name_inputs_and_outputs(frozen, {k: t.name for k, t in inputs.items()},
-                             {k: (t.name, t.known_dtype.base_dtype) for k, t in outputs.items()})
     return frozen
 
 

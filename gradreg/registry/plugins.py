@@ -228,6 +228,7 @@ class Registry:
         self._kernels: dict[str, Table] = {}
         self._lock = threading.RLock()
         self._deferred: dict[str, tuple[tuple[str, ...], Any]] = {}   # plugin -> (op type prefixes, family)
+        self._completing: set[str] = set()     # deferred families being completed (by the lock's holder)
         self._manager = _PluginManager(hookspecs.PROJECT)
         self._manager.add_hookspecs(hookspecs)
         self._load()
@@ -252,10 +253,17 @@ class Registry:
             return
         with self._lock:
             for name, (prefixes, plugin) in list(self._deferred.items()):
-                if key is not None and not key.startswith(prefixes):
+                if name in self._completing or (key is not None and not key.startswith(prefixes)):
                     continue
-                del self._deferred[name]
-                self._read_whole(self.plugins[name], plugin.complete)
+                # The family stays deferred until its tables are read: another thread asking
+                # meanwhile waits on the lock rather than finding them half filled (the thread
+                # completing it, asking again while it imports, goes on).
+                self._completing.add(name)
+                try:
+                    self._read_whole(self.plugins[name], plugin.complete)
+                finally:
+                    self._completing.discard(name)
+                    self._deferred.pop(name, None)
 
     def complete_all(self) -> None:
         """Complete every deferred family and fill the rule tables (for listings: what each

@@ -515,7 +515,7 @@ def _in_place() -> SideRunner:
 
 
 class SideRunner(Protocol):
-    """A plan call's runner (gradreg.backends.threads.SideTasks, SingleThreaded): ``submit``
+    """A plan call's runner (gradreg.backends.call_modes.SideTasks, SingleThreaded): ``submit``
     runs a side item's ``fn(*args)`` now or hands it off, ``take`` gives its value, ``cancel``
     drops the rest when the call fails, ``close`` ends the call (failed or not)."""
 

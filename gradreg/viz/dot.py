@@ -9,6 +9,7 @@ import math
 import shutil
 import subprocess
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -53,7 +54,9 @@ def _emit_contents(out: list[str], folding: Folding, box: Box, indent: str, note
         else:
             out.append(indent + _folded_stmt(folding, child, notes.get(child_id, "")))
     for node_id in box.nodes:
-        out.append(indent + _node_stmt(view.nodes[node_id], note=notes.get(node_id, "")))
+        node = view.nodes[node_id]
+        out.append(indent + _node_stmt(node, note=notes.get(node_id, ""),
+                                       params=node.params if view.plumbing_hidden else ()))
 
 
 def _emit_cluster(out: list[str], folding: Folding, box: Box, indent: str, notes: dict[str, str]) -> None:
@@ -80,7 +83,8 @@ def _emit_cluster(out: list[str], folding: Folding, box: Box, indent: str, notes
     out.append(indent + "}")
 
 
-def _node_stmt(node: Node, extra: str = "", node_id: str | None = None, note: str = "") -> str:
+def _node_stmt(node: Node, extra: str = "", node_id: str | None = None, note: str = "",
+               params: Sequence[str] = ()) -> str:
     op_type, name, shapes = style.node_lines(node)
     colours = style.colours(node.kind)
     small = node.op_type in style.CONSTANT_TYPES
@@ -89,6 +93,8 @@ def _node_stmt(node: Node, extra: str = "", node_id: str | None = None, note: st
         parts.append(f'<font point-size="{8 if small else 9}">{escape(name)}</font>')
     if shapes:
         parts.append(f'<font point-size="8" color="#555555">{escape(shapes)}</font>')
+    for line in params:
+        parts.append(f'<font point-size="7" color="{style.PARAM_TEXT}">{escape(style.shorten(line, 44))}</font>')
     if extra:
         parts.append(f'<font point-size="8" color="{style.CALL_LINE}">{escape(extra)}</font>')
     if note:

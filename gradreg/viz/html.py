@@ -33,6 +33,7 @@ text { font-family: Helvetica, Arial, sans-serif; text-anchor: middle; fill: #11
 .t-bold { font-size: 11px; font-weight: bold; } .t-small { font-size: 11px; }
 .t-shape { font-size: 9px; fill: #4b5563; } .t-call { font-size: 9px; fill: #047857; }
 .t-note { font-size: 9px; fill: #6b7280; } .t-tiny { font-size: 9px; font-weight: normal; }
+.t-param { font-size: 9px; fill: #4b5563; }
 .title { text-anchor: start; font-size: 11px; font-weight: bold; fill: #374151; }
 .plus { font-size: 12px; font-weight: bold; fill: #374151; }
 .header, .folded, .node { cursor: pointer; } .header:hover .title { fill: #000; text-decoration: underline; }
@@ -49,11 +50,29 @@ def _node_record(node) -> dict:
               "shapesAll": ", ".join(node.shapes), "kind": int(node.kind == GRADIENT), "context": int(node.context),
               "small": int(node.op_type in style.CONSTANT_TYPES), "nout": len(node.shapes),
               "calls": ", ".join(node.calls)}
+    if node.plumbing:
+        record["plumb"] = 1
+    if node.params:
+        record["params"] = [style.shorten(line, 44) for line in node.params]
     return record
 
 
-def page_data(folding: Folding, title: str = "", mirror: bool = True) -> dict:
-    """The JSON the page draws: nodes, boxes and edges by index, and the boxes open at first."""
+def _live_counts(view) -> dict[str, int]:
+    """Per box, the nodes inside it that are not plumbing (what the page shows by default)."""
+    counts = dict.fromkeys(view.boxes, 0)
+    for node in view.nodes.values():
+        if node.plumbing:
+            continue
+        holder = node.box
+        while holder is not None:
+            counts[holder] += 1
+            holder = view.boxes[holder].parent
+    return counts
+
+
+def page_data(folding: Folding, title: str = "", mirror: bool = True, plumbing: bool = False) -> dict:
+    """The JSON the page draws: nodes, boxes and edges by index, the boxes open at first, and
+    whether the plumbing (gradreg.viz.model.mark_plumbing) shows at first."""
     view = folding.view
     box_ids = list(view.boxes)               # the root ("") first
     box_index = {b: i for i, b in enumerate(box_ids)}
@@ -65,9 +84,11 @@ def page_data(folding: Folding, title: str = "", mirror: bool = True) -> dict:
         record["box"] = box_index[view.nodes[n].box]
         nodes.append(record)
     boxes = []
+    live = _live_counts(view)
     for b in box_ids:
         box = view.boxes[b]
         boxes.append({"key": box.key, "title": style.box_title(box), "summary": style.box_summary(box),
+                      "live": live[b],
                       "kind": box.kind, "parent": -1 if box.parent is None else box_index[box.parent],
                       "grad": int(box.kind_colour == GRADIENT), "boxes": [box_index[c] for c in box.boxes],
                       "nodes": [node_index[n] for n in box.nodes],
@@ -78,6 +99,7 @@ def page_data(folding: Folding, title: str = "", mirror: bool = True) -> dict:
     colours.update(frame=style.FRAME_LINE, call=style.CALL_LINE, constant_fill=style.CONSTANT_FILL,
                    constant_line=style.CONSTANT_LINE)
     return {"title": title, "total": len(nodes), "gradients": sum(r["kind"] for r in nodes),
+            "plumbing": int(plumbing), "plumbingCount": sum(1 for n in view.nodes.values() if n.plumbing),
             "nodes": nodes, "boxes": boxes, "edges": edges,
             "open": sorted(box_index[b] for b in folding.open if b),
             "colours": colours, "controlHub": CONTROL_HUB, "backTypes": sorted(style.BACK_EDGE_TYPES),
@@ -91,7 +113,7 @@ def script_json(data: dict) -> str:
     return text.replace("</", "<\\/").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def to_html(folding: Folding, title: str = "", mirror: bool = True) -> str:
+def to_html(folding: Folding, title: str = "", mirror: bool = True, plumbing: bool = False) -> str:
     """The page, as text."""
     script = resources.files("gradreg.viz").joinpath("page.js").read_text(encoding="utf-8")
     f, g = style.COLOURS["forward"], style.COLOURS["gradient"]
@@ -106,6 +128,8 @@ def to_html(folding: Folding, title: str = "", mirror: bool = True) -> str:
 <span class="sw" style="border-color:{style.FRAME_LINE};border-style:dashed">loop frame</span>
 <span class="sw" style="border-color:{style.CALL_LINE}">function call</span>
 <span>click a box to open or fold it</span>
+<label title="constants, variables, their reads and NoOps that only order other ops: drawn as nodes, or listed \
+inside the ops that use them"><input type="checkbox" id="plumbing"> variables &amp; constants</label>
 <button id="open-level">open one level</button><button id="fold-all">fold all</button><button id="fit">fit</button>
 <input id="search" placeholder="find op (Enter)"></div>
 <svg id="graph" xmlns="http://www.w3.org/2000/svg"><defs>
@@ -115,7 +139,7 @@ def to_html(folding: Folding, title: str = "", mirror: bool = True) -> str:
 <marker id="dot" viewBox="0 0 10 10" refX="5" refY="5" markerWidth="7" markerHeight="7" markerUnits="userSpaceOnUse">
 <circle cx="5" cy="5" r="3.5" fill="#fff" stroke="#9ca3af" stroke-width="1.5"/></marker></defs></svg>
 <div id="info" title="click to close"></div>
-<script>const DATA = {script_json(page_data(folding, title, mirror))};</script>
+<script>const DATA = {script_json(page_data(folding, title, mirror, plumbing))};</script>
 <script>{script}</script>
 </body></html>
 """

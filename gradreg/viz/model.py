@@ -17,7 +17,8 @@ Which ops are gradient ops (drawn in the gradient colour) -- the rule, first mat
    scope of gradreg.gradients, tf.gradients and Optimizer.minimize);
 3. an op under a scope ``<X>_grad`` where ``<X>`` names an op of the graph (the scope a
    gradient rule runs in, whatever name= was given to gradients()), and every op under the
-   scope such ``<X>_grad`` scopes sit in (the name= scope itself, holding the seeds);
+   scope such ``<X>_grad`` scopes sit in (the name= scope itself, holding the seeds), and an
+   op named ``<X>_grad`` (how gradreg names the gradient with respect to ``X`` it hands out);
 4. inside a function body: the function is some function's GradientDef target, or its name
    ends in ``_grad`` (gradreg's and TensorFlow's names for gradient functions).
 """
@@ -25,10 +26,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gradreg.errors import GraphError
+from gradreg.model.traversal import topological_order
 
 FORWARD = "forward"
 GRADIENT = "gradient"
@@ -54,6 +56,8 @@ class Node:
     box: str = ""
     context: bool = False          # outside the ys/xs path, shown for context
     calls: list[str] = field(default_factory=list)   # functions a functional call op runs
+    plumbing: bool = False         # a value or a synchronisation drawn inside its consumers (see hide_plumbing)
+    params: list[str] = field(default_factory=list)  # the plumbing it reads, one line each
 
 
 @dataclass
@@ -93,6 +97,7 @@ class View:
     nodes: dict[str, Node]
     edges: list[Edge]
     boxes: dict[str, Box]
+    plumbing_hidden: bool = False     # made by hide_plumbing: nodes list the plumbing they read
 
     def chain(self, node_id: str) -> list[str]:
         """The ids of the boxes holding a node, outermost first (the root excluded)."""
@@ -199,6 +204,8 @@ class GradientRule:
             self.roots.update("/".join(parts[:j]) for j in _grad_scope_roots(name, op_names) if j > 0)
 
     def __call__(self, name: str) -> bool:
+        if name.endswith("_grad") and name[:-5] in self.op_names:     # the gradient of op <X>, named <X>_grad
+            return True
         parts = name.split("/")[:-1]
         if any(_GRADIENT_SCOPE.match(part) for part in parts):
             return True
@@ -303,6 +310,7 @@ def build_view(graph, ys: Sequence[Any] | None = None, xs: Sequence[Any] | None 
     for node, _, _ in entries:
         if node.calls:
             builder.unfold_call(node, stack=())
+    mark_plumbing(view, ops)
     _finish(view)
     return view
 
@@ -556,6 +564,12 @@ def _finish(view: View) -> None:
             sub = view.boxes[child]
             sub.depth = 0 if sub.kind == "function" else box.depth + 1
             order.append(child)
+    _count(view)
+
+
+def _count(view: View) -> None:
+    for box in view.boxes.values():
+        box.count = box.gradient_count = 0
     for node in view.nodes.values():
         holder: str | None = node.box
         while holder is not None:
@@ -563,3 +577,151 @@ def _finish(view: View) -> None:
             box.count += 1
             box.gradient_count += node.kind == GRADIENT
             holder = box.parent
+
+
+# -- plumbing: values and synchronisation drawn inside the ops that use them ----------------
+
+# Ops that hold a value (a constant, an initializer, a variable) and reads of one: drawn inside
+# each op that uses them, as Netron draws an ONNX model's initializers.
+VALUE_SOURCES = frozenset({"Const", "HostConst", "VarHandleOp", "VariableV2"})
+VALUE_READS = frozenset({"ReadVariableOp", "Identity", "Snapshot"})
+_VARIABLES = frozenset({"VarHandleOp", "VariableV2"})
+# Values this small show their elements inside the op that uses them.
+SHOWN_ELEMENTS = 4
+_GENERIC_CONST = re.compile(r"^((Const|HostConst|const)(_\d+)?|\d+)$")
+
+
+def mark_plumbing(view: View, ops: Sequence) -> None:
+    """Mark the plumbing among ``ops`` (nodes of ``view``): constants, variables and their reads
+    that some other op uses, and NoOps that only order other ops (TensorFlow's automatic control
+    dependencies); give each other op a line per plumbing value it reads."""
+    in_view = {op for op in ops if op.name in view.nodes}
+    found: dict[Any, Any] = {}
+    for op in topological_order(list(ops), "graph to draw"):     # producers first
+        found[op] = _value_root(op, found)
+    roots = {op: root for op, root in found.items() if root is not None}
+    used = _values_used(in_view, roots)
+    for op in in_view:
+        node = view.nodes[op.name]
+        if op in used or (op.type == "NoOp" and op.control_outputs and not op.outputs):
+            node.plumbing = True
+        else:
+            node.params = [_param_line(op, i, t, roots[t.op]) for i, t in enumerate(op.inputs) if t.op in used]
+
+
+def _value_root(op: Any, roots: dict[Any, Any]) -> Any:
+    """The op standing for the value ``op`` holds (its inputs' already in ``roots``): a constant
+    or variable (through its reads), or ``op`` itself when it computes from constants only,
+    without effects (what constant folding would fold, as the Shape and Expand an exporter
+    derives a bias from); None for any other op."""
+    if op.type in VALUE_SOURCES and not op.inputs:
+        return op
+    if not op.inputs or op.control_inputs or any(roots.get(t.op) is None for t in op.inputs):
+        return None
+    if op.type in VALUE_READS and len(op.inputs) == 1:
+        return roots[op.inputs[0].op]
+    if any(roots[t.op].type in _VARIABLES for t in op.inputs):   # a variable changes: not folded
+        return None
+    return op if op.definition is not None and not op.definition.stateful and op.outputs else None
+
+
+def _values_used(ops: set, roots: dict[Any, Any]) -> set:
+    """The value ops (of ``roots``) with a path of data edges to an op that is no value op."""
+    used: set = set()
+    for op in ops:
+        if op in roots:
+            continue
+        stack = [t.op for t in op.inputs if t.op in roots and t.op in ops]
+        while stack:
+            value = stack.pop()
+            if value not in used:
+                used.add(value)
+                stack.extend(t.op for t in value.inputs if t.op in roots and t.op in ops)
+    return used
+
+
+def _param_line(op: Any, index: int, t: Any, root: Any) -> str:
+    """``filter: conv1/kernel [3,3,1,4]``, ``shape [4] = [-1,1,1,4]``: the argument's name, the
+    value's name when it says more, its shape, and its elements when there are few."""
+    arg = input_arg_names(op)[index]
+    source = root.name
+    if root.type in ("Const", "HostConst"):     # a constant's scope is its user's; a bare Const_3 says nothing
+        source = source.rsplit("/", 1)[-1]
+        if source.startswith(arg) or _GENERIC_CONST.match(source):
+            source = arg
+    text = arg if source == arg else f"{arg}: {source}"
+    text += " " + shape_text(t.shape)
+    if root.type in ("Const", "HostConst"):
+        value = _small_value(root)
+        if value:
+            text += " = " + value
+    return text
+
+
+def input_arg_names(op: Any) -> list[str]:
+    """The name of each input of ``op`` in its op definition (``x``, ``filter``; ``values_1``
+    for the second of a list), or ``input_<i>`` where the definition does not say."""
+    names: list[str] = []
+    definition = op.definition
+    for arg in definition.input_args if definition is not None else ():
+        try:
+            count = (len(op.get_attr(arg.type_list_attr)) if arg.type_list_attr else
+                     int(op.get_attr(arg.number_attr)) if arg.number_attr else 1)
+        except Exception:   # noqa: BLE001  (a malformed node still gets drawn, with generic names)
+            break
+        names.extend([arg.name] if count == 1 else [f"{arg.name}_{k}" for k in range(count)])
+    if len(names) != len(op.inputs):
+        names = [f"input_{i}" for i in range(len(op.inputs))]
+    return names
+
+
+def _small_value(op: Any) -> str:
+    try:
+        value = op.get_attr("value")
+    except Exception:   # noqa: BLE001  (an unreadable constant is drawn without its value)
+        return ""
+    flat = getattr(value, "reshape", None)
+    if flat is None or value.size > SHOWN_ELEMENTS or value.dtype.kind not in "biuf":
+        return ""
+    items = [f"{v:.4g}" if value.dtype.kind == "f" else str(v) for v in value.reshape(-1).tolist()]
+    return items[0] if value.ndim == 0 else "[" + ",".join(items) + "]"
+
+
+def hide_plumbing(view: View) -> View:
+    """``view`` without its plumbing nodes (each op that reads one lists it instead, see
+    :func:`mark_plumbing`), their edges, and the boxes left empty; counts recomputed. Box ids
+    are kept, so a folding of this view applies to the full one."""
+    kept = {k: replace(n) for k, n in view.nodes.items() if not n.plumbing}
+    edges = [e for e in view.edges if e.src in kept and e.dst in kept]
+    boxes = {k: replace(b, boxes=list(b.boxes), nodes=[n for n in b.nodes if n in kept])
+             for k, b in view.boxes.items()}
+    out = View(kept, edges, boxes, plumbing_hidden=True)
+    _count(out)
+    for box in out.boxes.values():
+        box.boxes = [c for c in box.boxes if out.boxes[c].count]
+    for key in [k for k, b in out.boxes.items() if k and not b.count]:
+        del out.boxes[key]
+    _dissolve_single_node_scopes(out)
+    _count(out)
+    return out
+
+
+def _dissolve_single_node_scopes(view: View) -> None:
+    """A scope left holding one node and nothing else (``conv1/convolution`` around its Conv2D
+    once its ReadVariableOp is hidden) is drawn as that node: the node moves up, the box goes."""
+    depth: dict[str, int] = {"": 0}
+    order = [""]
+    for box_id in order:
+        for child in view.boxes[box_id].boxes:
+            depth[child] = depth[box_id] + 1
+            order.append(child)
+    for box_id in sorted(order[1:], key=lambda b: -depth[b]):
+        box = view.boxes[box_id]
+        if box.kind != "scope" or box.boxes or len(box.nodes) != 1 or box.parent is None:
+            continue
+        parent = view.boxes[box.parent]
+        (node_id,) = box.nodes
+        view.nodes[node_id].box = parent.id
+        parent.boxes.remove(box_id)
+        parent.nodes.append(node_id)
+        del view.boxes[box_id]

@@ -20,23 +20,48 @@
     for (let x = b; x > 0; x = boxes[x].parent) out.push(x);
     return out.reverse();
   }
-  const state = { open: new Set([0].concat(D.open)), view: { x: 0, y: 0, k: 1 } };
+  const state = { open: new Set([0].concat(D.open)), view: { x: 0, y: 0, k: 1 }, plumbing: !!D.plumbing };
 
-  function rep(n) {                 // the visible item standing for node n
-    for (const b of nodeChain[n]) if (!state.open.has(b)) return "b" + b;
+  // Plumbing (constants, variables, their reads, NoOps that only order ops) is listed inside
+  // the nodes that use it unless the "variables & constants" switch draws it as nodes.
+  function hidden(n) { return !state.plumbing && nodes[n].plumb === 1; }
+  function liveBox(b) { return state.plumbing || boxes[b].live > 0; }
+  function liveBoxes(box) { return box.boxes.filter(liveBox); }
+  function liveNodes(box) { return box.nodes.filter((n) => !hidden(n)); }
+  // With the plumbing hidden, a scope left holding one node (conv1/convolution around its
+  // Conv2D) is drawn as that node: soleNode(b) is that node, or -1.
+  let soleMemo = new Map();
+  function soleNode(b) {
+    if (state.plumbing || b === 0 || boxes[b].kind !== "scope") return -1;
+    if (soleMemo.has(b)) return soleMemo.get(b);
+    const inside = liveNodes(boxes[b]).concat(liveBoxes(boxes[b]).map((c) => (soleNode(c) >= 0 ? soleNode(c) : -2)));
+    const found = inside.length === 1 && inside[0] >= 0 ? inside[0] : -1;
+    soleMemo.set(b, found);
+    return found;
+  }
+  function contents(box) {          // the items a box lays out: its boxes (or their sole node) and nodes
+    return liveBoxes(box).map((c) => (soleNode(c) >= 0 ? "n" + soleNode(c) : "b" + c))
+      .concat(liveNodes(box).map((n) => "n" + n));
+  }
+
+  function rep(n) {                 // the visible item standing for node n (null: hidden)
+    if (hidden(n)) return null;
+    for (const b of nodeChain[n]) if (soleNode(b) < 0 && !state.open.has(b)) return "b" + b;
     return "n" + n;
   }
   function itemBox(item) {          // the box directly holding a visible item
-    return item[0] === "n" ? nodes[+item.slice(1)].box : boxes[+item.slice(1)].parent;
+    if (item[0] === "b") return boxes[+item.slice(1)].parent;
+    let b = nodes[+item.slice(1)].box;
+    while (soleNode(b) >= 0) b = boxes[b].parent;
+    return b;
   }
   function isGradient(item) {
     return item[0] === "n" ? nodes[+item.slice(1)].kind === 1 : boxes[+item.slice(1)].grad === 1;
   }
   function passThrough(b) {         // an open scope holding nothing but one open scope
-    const box = boxes[b];
-    return b > 0 && (box.kind === "scope" || box.kind === "group") && box.nodes.length === 0 &&
-      box.boxes.length === 1 && state.open.has(box.boxes[0]) &&
-      ["scope", "group"].includes(boxes[box.boxes[0]].kind);
+    const box = boxes[b], inner = contents(box);
+    return b > 0 && (box.kind === "scope" || box.kind === "group") && inner.length === 1 && inner[0][0] === "b" &&
+      state.open.has(+inner[0].slice(1)) && ["scope", "group"].includes(boxes[+inner[0].slice(1)].kind);
   }
 
   // -- edges between visible items ---------------------------------------------------------
@@ -44,7 +69,7 @@
     const groups = new Map();
     for (const [s, d, port, shape, control] of D.edges) {
       const a = rep(s), b = rep(d);
-      if (a === b) continue;
+      if (a === null || b === null || a === b) continue;
       const key = a + "|" + b + "|" + control;
       let g = groups.get(key);
       if (!g) groups.set(key, (g = { src: a, dst: b, control: !!control, count: 0, shapes: new Set(), ports: new Set(), back: false }));
@@ -89,6 +114,7 @@
       lines = [[n.type, n.small ? "small" : "bold"]];
       if (n.label) lines.push([n.label, "small"]);
       if (n.shapes) lines.push([n.shapes, "shape"]);
+      if (!state.plumbing && n.params) for (const p of n.params) lines.push([p, "param"]);
     } else {
       const b = boxes[+item.slice(1)];
       if (b.kind === "call") {
@@ -97,7 +123,7 @@
         if (n.shapes) lines.push([n.shapes, "shape"]);
         lines.push(["\u0192 " + b.functions, "call"]);
       } else {
-        lines = [[b.title, "bold"], [b.summary, "small"]];
+        lines = [[b.title, "bold"], [summary(b), "small"]];
       }
     }
     if (notes.has(item)) lines.push([notes.get(item), "note"]);
@@ -117,8 +143,9 @@
   // positions relative to the box's top-left corner.
   function layoutBox(b, ctxLayout) {
     if (passThrough(b)) {
-      const inner = layoutBox(boxes[b].boxes[0], ctxLayout);
-      const child = "b" + boxes[b].boxes[0];
+      const only = +contents(boxes[b])[0].slice(1);
+      const inner = layoutBox(only, ctxLayout);
+      const child = "b" + only;
       const lay = { w: inner.w, h: inner.h, items: new Map([[child, { x: 0, y: 0, w: inner.w, h: inner.h }]]),
         dummies: new Map(), merged: true };
       ctxLayout.layouts.set(b, lay);
@@ -127,17 +154,12 @@
     const box = boxes[b];
     const items = [];
     const size = new Map();
-    for (const c of box.boxes) {
-      const item = "b" + c;
-      if (state.open.has(c)) {
+    for (const item of contents(box)) {
+      const c = +item.slice(1);
+      if (item[0] === "b" && state.open.has(c)) {
         const sub = layoutBox(c, ctxLayout);
         size.set(item, { w: sub.w, h: sub.h });
       } else size.set(item, leafSize(item, ctxLayout.notes));
-      items.push(item);
-    }
-    for (const n of box.nodes) {
-      const item = "n" + n;
-      size.set(item, leafSize(item, ctxLayout.notes));
       items.push(item);
     }
     const local = ctxLayout.localEdges.get(b) || [];
@@ -155,21 +177,26 @@
   function layered(items, size, edges) {
     const index = new Map(items.map((it, i) => [it, i]));
     const ranked = [];               // [from, to, edge, weight] oriented for ranking
-    const beside = new Map();        // gradient item -> [forward item feeding it most, edge count]
+    const feeds = new Map();         // gradient item -> Map(forward item -> edges from it)
     for (const e of edges) {
       if (e.back) continue;
       let a = index.get(e.localSrc), c = index.get(e.localDst);
       if (e.crossing && !isGradient(e.localSrc)) {
         // With mirror, a gradient item stands beside the forward item it reads most from
         // (weight 0: same layer allowed), the gradient running upward, activations sideways.
-        const best = beside.get(c);
-        if (!best || best[1] < e.count) beside.set(c, [a, e.count]);
+        // Counted over all the edges between the two (many, between the ops inside two boxes).
+        if (!feeds.has(c)) feeds.set(c, new Map());
+        feeds.get(c).set(a, (feeds.get(c).get(a) || 0) + e.count);
         continue;
       }
       if (e.reversed) [a, c] = [c, a];
       ranked.push([a, c, e, 1]);
     }
-    for (const [c, [a]] of beside) ranked.push([a, c, null, 0]);
+    for (const [c, from] of feeds) {
+      let best = -1, most = 0;
+      for (const [a, count] of from) if (count > most) { best = a; most = count; }
+      ranked.push([best, c, null, 0]);
+    }
     const acyclic = breakCycles(items.length, ranked);
     const rank = longestPath(items.length, acyclic);
     return placeLayers(items, size, rank, acyclic);
@@ -383,12 +410,17 @@
     return top;
   }
   function kindColours(gradient) { return gradient ? COL.gradient : COL.forward; }
+  function summary(box) {           // "12 ops": the ops drawn, with or without the plumbing
+    if (state.plumbing || box.live === undefined) return box.summary;
+    return box.live + " op" + (box.live === 1 ? "" : "s");
+  }
 
   const svg = document.getElementById("graph");
   const viewport = el("g", { id: "viewport" }, svg);
   let current = null;
 
   function draw() {
+    soleMemo = new Map();
     current = layoutAll();
     viewport.textContent = "";
     const gBoxes = el("g", { class: "boxes" }, viewport);
@@ -420,7 +452,7 @@
     const head = el("g", { class: "header" }, g);
     el("rect", { x: r.x, y: r.y, width: r.w, height: HEADER, fill: "transparent" }, head);
     el("text", { x: r.x + 8, y: r.y + 13, class: "title" }, head, "\u25be " + boxTitle(b));
-    el("title", {}, head, box.key + " \u2014 " + box.summary + " (click to fold)");
+    el("title", {}, head, box.key + " \u2014 " + summary(box) + " (click to fold)");
     head.addEventListener("click", (ev) => { ev.stopPropagation(); toggle(outermostMerged(b), ev); });
   }
 
@@ -454,7 +486,7 @@
       "stroke-dasharray": box.kind === "frame" ? "6 3" : "none" }, g);
     el("text", { x: r.x + r.w - 7, y: r.y + 11, class: "plus" }, g, "+");
     drawLines(leafSize("b" + b, current.notes).lines, r, g, false);
-    el("title", {}, g, box.key + " \u2014 " + box.summary + " (click to open)");
+    el("title", {}, g, box.key + " \u2014 " + summary(box) + " (click to open)");
     g.addEventListener("click", (ev) => { ev.stopPropagation(); toggle(b, ev); });
   }
 
@@ -516,10 +548,12 @@
     state.open.add(b);
     for (const c of boxes[b].boxes) if (boxes[c].kind === "function") state.open.add(c);
     // a box holding only one box opens through to something worth seeing
+    soleMemo = new Map();
     let inner = boxes[b];
-    while (inner.nodes.length === 0 && inner.boxes.length === 1 && boxes[inner.boxes[0]].kind !== "call") {
-      state.open.add(inner.boxes[0]);
-      inner = boxes[inner.boxes[0]];
+    for (let items = contents(inner); items.length === 1 && items[0][0] === "b" &&
+      boxes[+items[0].slice(1)].kind !== "call"; items = contents(inner)) {
+      state.open.add(+items[0].slice(1));
+      inner = boxes[+items[0].slice(1)];
     }
   }
   function closeBox(b) {
@@ -584,6 +618,7 @@
       const n = (searchFrom + i) % nodes.length;
       if (nodes[n].name.toLowerCase().includes(q)) {
         searchFrom = n + 1;
+        if (hidden(n)) { state.plumbing = true; document.getElementById("plumbing").checked = true; }
         for (const b of nodeChain[n]) state.open.add(b);
         highlight = n;
         draw();
@@ -607,6 +642,15 @@
     draw();
   });
   document.getElementById("fit").addEventListener("click", fit);
+  const plumbingSwitch = document.getElementById("plumbing");
+  plumbingSwitch.checked = state.plumbing;
+  plumbingSwitch.addEventListener("change", () => {
+    // boxes that were not drawn (holding nothing but plumbing, or one op drawn for the box) appear open
+    const unseen = boxes.map((box, b) => b > 0 && (box.live === 0 || soleNode(b) >= 0));
+    state.plumbing = plumbingSwitch.checked;
+    if (state.plumbing) unseen.forEach((yes, b) => { if (yes) state.open.add(b); });
+    draw();
+  });
 
   // #open=KEY,KEY opens boxes by key (a link can share a view); window.gradregView for scripts
   const hash = decodeURIComponent(location.hash.slice(1));

@@ -7,9 +7,9 @@ from typing import Any
 
 from gradreg.errors import RenderError
 from gradreg.viz.dot import run_graphviz, to_dot
-from gradreg.viz.fold import DEFAULT_BUDGET, fold
+from gradreg.viz.fold import DEFAULT_BUDGET, Folding, fold
 from gradreg.viz.html import to_html
-from gradreg.viz.model import build_view
+from gradreg.viz.model import build_view, hide_plumbing
 
 FORMATS = ("dot", "svg", "png", "html")
 
@@ -17,7 +17,7 @@ FORMATS = ("dot", "svg", "png", "html")
 def render(graph, fmt: str, ys: Sequence[Any] | None = None, xs: Sequence[Any] | None = None, *,
            depth: int | None = None, expand: Iterable[str] = (), budget: int = DEFAULT_BUDGET,
            gradient_ops: Iterable[Any] | None = None, title: str = "", mirror: bool = True,
-           timeout: float | None = None) -> str | bytes:
+           plumbing: bool = False, timeout: float | None = None) -> str | bytes:
     """A picture of ``graph``: ``fmt`` is "dot" or "html" (text, no dependency) or "svg" or
     "png" (bytes, through Graphviz's ``dot``; RenderError saying how to install it if missing).
 
@@ -26,16 +26,19 @@ def render(graph, fmt: str, ys: Sequence[Any] | None = None, xs: Sequence[Any] |
     scopes are open (see gradreg.viz.fold); in HTML they set the first view, and every box
     opens and closes on click. ``gradient_ops`` overrides which ops count as gradient ops
     (see gradreg.viz.model). ``mirror`` draws the gradient part running upward beside the
-    forward part it differentiates (False: everything flows downward).
+    forward part it differentiates (False: everything flows downward). Constants, variables,
+    their reads and NoOps that only order other ops are drawn inside the ops that use them
+    (see gradreg.viz.model.mark_plumbing) unless ``plumbing``; the HTML page has a switch.
 
         >>> svg = render(graph, "svg", ys=["loss"], depth=2)
     """
     if fmt not in FORMATS:
         raise RenderError(f"unknown picture format {fmt!r}: use one of {', '.join(FORMATS)}")
     view = build_view(graph, ys=ys, xs=xs, gradient_ops=gradient_ops)
-    folding = fold(view, depth=depth, expand=expand, budget=budget)
-    if fmt == "html":
-        return to_html(folding, title=title, mirror=mirror)
+    shown = view if plumbing else hide_plumbing(view)
+    folding = fold(shown, depth=depth, expand=expand, budget=budget)
+    if fmt == "html":    # the whole view, the plumbing marked: the page shows and hides it
+        return to_html(Folding(view, folding.open), title=title, mirror=mirror, plumbing=plumbing)
     text = to_dot(folding, title=title, mirror=mirror)
     if fmt == "dot":
         return text

@@ -14,6 +14,7 @@ FRAME_LINE = "#7c3aed"
 CALL_LINE = "#047857"
 CONTROL_EDGE = "#8a8a8a"
 DATA_EDGE = "#4b5563"
+PARAM_TEXT = "#6b7280"     # the constants and variables an op reads, listed inside it
 
 # Ops drawn small and grey: they hold values rather than compute.
 CONSTANT_TYPES = frozenset({"Const", "HostConst", "_Arg", "_Retval", "Placeholder", "PlaceholderWithDefault",

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from gradreg.backends import threads
+from gradreg.backends import threads, workers
 from gradreg.backends.numba import jit
 from gradreg.backends.numba.cache import load_kernel, precompile
 from gradreg.backends.numba.codegen import (
@@ -199,6 +199,7 @@ class _GroupKernel:
 # A fused loop is split over threads (gradreg.backends.threads) from this many element-ops a
 # thread on (elements times ops: a thread's hand-off costs about what 256k of them take).
 WORK_PER_THREAD = 1 << 18
+PIECES_PER_THREAD = 4
 
 
 def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: Callable[..., Any]) -> Callable[..., Any]:
@@ -254,8 +255,9 @@ def _launch(loop: Any, outer: int, work: int, args: tuple[Any, ...]) -> None:
     if parts <= 1:
         loop(0, outer, *args)
         return
-    pieces = threads.split(outer, parts)
-    threads.parallel(lambda i: loop(pieces[i][0], pieces[i][1], *args), parts)
+    # a few pieces a thread, taken as they come (a thread kept off its core leaves its pieces)
+    pieces = workers.split(outer, min(outer, PIECES_PER_THREAD * parts))
+    workers.parallel(lambda i: loop(pieces[i][0], pieces[i][1], *args), len(pieces), parts)
 
 
 @dataclass

@@ -4,7 +4,7 @@ choice among side tasks on the kernel thread, kernels split over the threads, or
 Imported when the backend builds its first plan (gradreg.backends.numba)."""
 from __future__ import annotations
 
-from gradreg.backends import memory, threads
+from gradreg.backends import call_modes, memory
 from gradreg.backends.numba import KERNEL_TABLES, jit
 from gradreg.backends.numba.grouping import fuse
 from gradreg.registry.kernels import KernelContext
@@ -20,4 +20,4 @@ def create_executor(context: KernelContext, check_outputs: bool = False) -> Plan
 
 
 # A call may run its side items on the kernel thread, or keep to one thread (Plan._runner).
-MODES = CallModes(side=threads.SideTasks, single=threads.SingleThreaded)
+MODES = CallModes(side=call_modes.SideTasks, single=call_modes.SingleThreaded)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradreg.backends.numba.description import numba_available
+from gradreg.kernel_support import numba_available
 from gradreg.model import dtypes
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import Tiered

@@ -155,32 +155,39 @@ def _while_grad(op, *grads):
     body_grad = ensure_symbolic_gradient_function(library, body.name, call_attrs_of(op, "body"), f"node '{op.name}'",
                                                   resource_dtypes_of(op.inputs))
     count_type = dtypes.int32
-    acc_cond = make_function(library, f"{cond.name}_accumulating", [count_type] + types + [dtypes.variant] * n,
+    # A resource (a variable's handle) is the same in every iteration, as in TensorFlow's while_v2:
+    # its slot carries the handle itself, not a list of it (TensorFlow has no list kernels for handles).
+    invariant = [t is dtypes.resource for t in types]
+    slot_types = [dtypes.resource if same else dtypes.variant for same in invariant]
+    acc_cond = make_function(library, f"{cond.name}_accumulating", [count_type] + types + slot_types,
                              lambda count, *rest: [_call(cond.name, rest[:n], [dtypes.bool_])[0]])
 
     def accumulating_body(count, *rest):
         values, lists = rest[:n], rest[n:]
-        pushed = [apply_op("TensorListPushBack", lst, v) for lst, v in zip(lists, values)]
+        pushed = [lst if same else apply_op("TensorListPushBack", lst, v)
+                  for lst, v, same in zip(lists, values, invariant)]
         return [apply_op("AddV2", count, 1)] + _call(body.name, values, types) + pushed
-    acc_body = make_function(library, f"{body.name}_accumulating", [count_type] + types + [dtypes.variant] * n,
+    acc_body = make_function(library, f"{body.name}_accumulating", [count_type] + types + slot_types,
                              accumulating_body)
-    empty = [apply_op("EmptyTensorList", convert_to_tensor(-1, dtypes.int32), convert_to_tensor(-1, dtypes.int32),
-                      element_dtype=t) for t in types]
+    empty = [x if same else apply_op("EmptyTensorList", convert_to_tensor(-1, dtypes.int32),
+                                     convert_to_tensor(-1, dtypes.int32), element_dtype=t)
+             for x, t, same in zip(op.inputs, types, invariant)]
     forward = apply_op("StatelessWhile", [convert_to_tensor(0, count_type)] + list(op.inputs) + empty,
                        cond=_func(acc_cond), body=_func(acc_body), name="accumulate")
     trip_count, lists = forward[0], forward[1 + n:]
 
-    back_cond = make_function(library, f"{body.name}_backward_cond", [count_type] + grad_types + [dtypes.variant] * n,
+    back_cond = make_function(library, f"{body.name}_backward_cond", [count_type] + grad_types + slot_types,
                               lambda count, *rest: [apply_op("Greater", count, 0)])
 
     def backward_body(count, *rest):
         output_grads, lists = rest[:n], rest[n:]
-        popped = [apply_op("TensorListPopBack", lst, convert_to_tensor(-1, dtypes.int32), element_dtype=t)
-                  for lst, t in zip(lists, types)]
+        popped = [(lst, lst) if same else apply_op("TensorListPopBack", lst, convert_to_tensor(-1, dtypes.int32),
+                                                   element_dtype=t)
+                  for lst, t, same in zip(lists, types, invariant)]
         values = [p[1] for p in popped]
         input_grads = _call(body_grad, list(values) + list(output_grads), grad_types)
         return [apply_op("Sub", count, 1)] + input_grads + [p[0] for p in popped]
-    back_body = make_function(library, f"{body.name}_backward_body", [count_type] + grad_types + [dtypes.variant] * n,
+    back_body = make_function(library, f"{body.name}_backward_body", [count_type] + grad_types + slot_types,
                               backward_body)
     backward = apply_op("StatelessWhile", [trip_count] + _dense_output_grads(op, grads) + list(lists),
                         cond=_func(back_cond), body=_func(back_body), name="backward")

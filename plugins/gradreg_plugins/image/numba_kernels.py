@@ -15,8 +15,7 @@ import functools
 
 import numpy as np
 
-from gradreg.backends.numba.codegen import compile_module
-from gradreg.backends.numba.description import numba_available
+from gradreg.kernel_support import compile_module, numba_available
 from gradreg_plugins.image import family, kernels, sampling
 
 _LOOPS = """

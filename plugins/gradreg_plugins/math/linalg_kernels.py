@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradreg.backends import threads
+from gradreg import kernel_support as ks
 from gradreg.registry.kernels import LoopHoist
 from gradreg_plugins._lazy import LazyModule
 from gradreg_plugins.array import slicing
@@ -36,7 +36,7 @@ def _size_check(op, ctx):
 
 
 # OpenBLAS splits a product over all cores from m*n*k > 262144 on; from there gradreg chooses
-# the threads (gradreg.backends.threads): one per this many flops, as many as are free. Two
+# the threads (gradreg.kernel_support): one per this many flops, as many as are free. Two
 # threads beat one from there on (a 128x512 by 512x10 product: 30 vs 39 us with OpenBLAS's
 # threads awake, 65 vs 89 us after a 2 ms pause; bench/foreign_mlp.py's small products), and
 # a product OpenBLAS threads then asks for as many threads as it has when cores are free:
@@ -58,7 +58,7 @@ def _static_flops(op) -> int | None:
 def _threaded(product, flops: int):
     """``product`` with the BLAS threads a call of ``flops`` gets."""
     def compute(a, b):
-        with threads.blas_threads(threads.threads_for(flops, FLOPS_PER_THREAD)):
+        with ks.blas_threads(ks.threads_for(flops, FLOPS_PER_THREAD)):
             return product(a, b)
     return compute
 
@@ -73,7 +73,7 @@ def _sized(product, ta: bool, tb: bool):
         flops = 2 * m * n * k
         if flops <= THREADED_PRODUCT:
             return product(a, b)
-        with threads.blas_threads(threads.threads_for(flops, FLOPS_PER_THREAD)):
+        with ks.blas_threads(ks.threads_for(flops, FLOPS_PER_THREAD)):
             return product(a, b)
     return compute
 

@@ -14,8 +14,7 @@ import functools
 
 import numpy as np
 
-from gradreg.backends.numba.codegen import compile_module
-from gradreg.backends.numba.description import elementwise, numba_available, same_shapes
+from gradreg.kernel_support import compile_module, elementwise, numba_available, same_shapes
 from gradreg.model import dtypes
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import Tiered

@@ -5,7 +5,7 @@ import contextlib
 
 import numpy as np
 
-from gradreg.backends import threads
+from gradreg import kernel_support as ks
 from gradreg.model import dtypes
 from gradreg.model.shape_inference import constant_value
 from gradreg.registry.kernels import ShapeMemo
@@ -136,7 +136,7 @@ def _outer_sum(axes: tuple[int, ...], rank: int, keep: bool):
         # OpenBLAS runs a product with a vector on all its threads from GEMV_THREADED
         # elements on; there the count gradreg chooses (one thread under load), and none is
         # set below it (setting BLAS's thread count costs 10-30 us, more than a small sum).
-        with (threads.blas_threads(threads.threads_for(x.size, SUM_ELEMENTS_PER_THREAD))
+        with (ks.blas_threads(ks.threads_for(x.size, SUM_ELEMENTS_PER_THREAD))
               if x.size >= GEMV_THREADED else _UNCHANGED):
             total = np.dot(vector, x.reshape(matrix)) if leading else np.dot(x.reshape(matrix), vector)
         return total.reshape(result)

@@ -3,7 +3,7 @@
 Conv2D and its backprops are a grouped convolution in NHWC layout computed with im2col:
 the padded input's windows (a strided view, strides and dilations in its strides) are
 copied into a (groups, positions, window) matrix, a block of the batch at a time, and
-multiplied with the filter by BLAS (threads chosen per call, gradreg.backends.threads). The input backprop multiplies
+multiplied with the filter by BLAS (threads chosen per call, gradreg.kernel_support). The input backprop multiplies
 the other way and scatters the columns back with one strided add per filter tap (col2im).
 Depthwise convolution (one group per input channel) is too thin for BLAS: it is summed tap
 by tap over whole arrays here (the numba backend compiles loops for it, nn/numba_kernels).
@@ -16,7 +16,7 @@ import copy
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from gradreg.backends import threads
+from gradreg import kernel_support as ks
 from gradreg.registry.kernels import ShapeMemo
 from gradreg_plugins.nn.kernels import kernel, node_error, storage, widen
 from gradreg_plugins.nn.windows import Geometry, array_from_nhwc, array_to_nhwc, to_nhwc
@@ -191,7 +191,7 @@ def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _matmul(a: np.ndarray, b: np.ndarray, flops: float) -> np.ndarray:
     """a @ b with BLAS threads for ``flops``."""
-    with threads.blas_threads(threads.threads_for(flops, BLAS_FLOPS_PER_THREAD)):
+    with ks.blas_threads(ks.threads_for(flops, BLAS_FLOPS_PER_THREAD)):
         return _product(a, b)
 
 
@@ -204,19 +204,18 @@ def _over_batch(conv: _Conv, bytes_per_entry: int, work, itemsize: int) -> list:
     The work is counted in float32 flops: a float64 flop (``itemsize`` 8) counts two, as it
     takes about twice as long (half the values a vector, twice the bytes a value)."""
     blocks = conv.batch_blocks(bytes_per_entry)
-    parts = min(len(blocks), threads.threads_for(conv.flops * itemsize / 4, BLOCK_FLOPS_PER_THREAD))
-    if parts <= 1:
+    threads = min(len(blocks), ks.threads_for(conv.flops * itemsize / 4, BLOCK_FLOPS_PER_THREAD))
+    if threads <= 1:
         return [work(conv.with_batch(n1 - n0), n0, n1, _matmul) for n0, n1 in blocks]
 
-    shares = threads.split(len(blocks), parts)
+    def run(i: int):
+        n0, n1 = blocks[i]
+        return work(conv.with_batch(n1 - n0), n0, n1, lambda a, b, flops: _product(a, b))
 
-    def run(i: int) -> list:
-        lo, hi = shares[i]
-        return [work(conv.with_batch(n1 - n0), n0, n1, lambda a, b, flops: _product(a, b))
-                for n0, n1 in blocks[lo:hi]]
-
-    with threads.blas_threads(1):
-        return [r for chunk in threads.parallel(run, parts) for r in chunk]
+    # Each block a part, the threads taking them as they come: a thread another process keeps
+    # off its core leaves its blocks to the others.
+    with ks.blas_threads(1):
+        return ks.parallel(run, len(blocks), threads)
 
 
 def _by_taps(conv: _Conv, *arrays: np.ndarray) -> bool:

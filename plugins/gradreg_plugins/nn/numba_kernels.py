@@ -13,9 +13,8 @@ import functools
 
 import numpy as np
 
-from gradreg.backends import threads
-from gradreg.backends.numba.codegen import compile_module
-from gradreg.backends.numba.description import elementwise, numba_available
+from gradreg import kernel_support as ks
+from gradreg.kernel_support import compile_module, elementwise, numba_available
 from gradreg.model import dtypes
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import Tiered
@@ -257,7 +256,7 @@ family.kernel("LogSoftmax", backend="numba")(_row_kernel("log_softmax"))
 # -- depthwise convolution ------------------------------------------------------------------------
 
 # NHWC; f is (kh, kw, c, multiplier); output channel c * multiplier + k. Each loop covers the
-# batch entries n0..n1 (the kernel splits the batch over threads: gradreg.backends.threads)
+# batch entries n0..n1 (the kernel splits the batch over threads: gradreg.kernel_support)
 # and skips the taps that fall in the padding instead of padding the input.
 _DEPTHWISE = """
 @njit(cache=True, nogil=True)
@@ -349,8 +348,9 @@ def backprop_filter(x, dy, df, sh, sw, dh, dw, top, left, n0, n1):
                                     fr[k, q] += v * g[k * m + q]
 """
 
-# A thread gets at least this many flops of a depthwise convolution.
+# A thread gets at least this many flops of a depthwise convolution, in this many pieces.
 _DEPTHWISE_FLOPS_PER_THREAD = 1.5e6
+PIECES_PER_THREAD = 4
 
 
 @functools.cache
@@ -370,11 +370,12 @@ def _geometry_args(conv) -> tuple:
 
 def _batch_parts(conv, run) -> list:
     """``run(n0, n1)`` over the batch, split over the threads the convolution's size earns."""
-    parts = min(threads.threads_for(conv.flops, _DEPTHWISE_FLOPS_PER_THREAD), conv.n)
-    if parts <= 1:
+    threads = min(ks.threads_for(conv.flops, _DEPTHWISE_FLOPS_PER_THREAD), conv.n)
+    if threads <= 1:
         return [run(0, conv.n)]
-    pieces = threads.split(conv.n, parts)
-    return threads.parallel(lambda i: run(*pieces[i]), len(pieces))
+    # a few pieces a thread, taken as they come (a thread kept off its core leaves its pieces)
+    pieces = ks.split(conv.n, min(conv.n, PIECES_PER_THREAD * threads))
+    return ks.parallel(lambda i: run(*pieces[i]), len(pieces), threads)
 
 
 def _depthwise_factory(kind: str):

@@ -4,7 +4,7 @@ chains of ONNX elementwise ops (a gradient's Mul-Sub-Mul, GELU's Erf-Add-Mul) fu
 compiled loop. Only float32/float64/bool nodes fuse; others run their NumPy kernels."""
 from __future__ import annotations
 
-from gradreg.backends.numba.description import elementwise
+from gradreg.kernel_support import elementwise
 from gradreg_plugins.onnx import family
 
 

@@ -13,8 +13,7 @@ import functools
 
 import numpy as np
 
-from gradreg.backends.numba.codegen import compile_module
-from gradreg.backends.numba.description import numba_available
+from gradreg.kernel_support import compile_module, numba_available
 from gradreg.model import dtypes
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import Absorbing, Tiered

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gradreg.backends import threads
+from gradreg import kernel_support as ks
 from gradreg.errors import ExecutionError, GradregError, describe_node
 from gradreg.model import dtypes
 from gradreg.registry import get_registry
@@ -54,7 +54,7 @@ def absorbing(op, ctx, fallback: Any, plain: Any) -> Any:
             # No reference to the variable's value may outlive this check: writable() would copy it.
             if k == kb and var.value.shape == (m, n) and var.value.flags.c_contiguous:
                 buffer = var.writable()
-                with threads.blas_threads(threads.threads_for(2 * m * n * k, FLOPS_PER_THREAD)):
+                with ks.blas_threads(ks.threads_for(2 * m * n * k, FLOPS_PER_THREAD)):
                     done = blas.gemm(buffer, a, b, -float(alpha), ta, tb)
                 if done:
                     return var if returns_variable else None

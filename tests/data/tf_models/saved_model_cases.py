@@ -96,6 +96,22 @@ def save_keras_lstm(rng, path):
     return export_keras(model, path, {"sequence": rng.normal(0, 1, (2, 5, 4)).astype(np.float32)})
 
 
+def save_keras_cnn(rng, path):
+    """A small image classifier whose BatchNormalization has moving statistics of its own (set, not
+    the initial zeros and ones), so that gradients w.r.t. moving_mean/moving_variance are not trivial."""
+    inp = keras.Input((6, 6, 2), name="image")
+    x = keras.layers.Conv2D(4, 3, padding="same", name="conv1")(inp)
+    x = keras.layers.BatchNormalization(name="bn1")(x)
+    x = keras.layers.ReLU(name="relu1")(x)
+    x = keras.layers.MaxPooling2D(2, name="pool1")(x)
+    x = keras.layers.Flatten(name="flat")(x)
+    model = keras.Model(inp, keras.layers.Dense(3, activation="softmax", name="probs")(x), name="digits_cnn")
+    bn = model.get_layer("bn1")
+    bn.set_weights([rng.uniform(0.5, 1.5, 4), rng.normal(0, 0.2, 4), rng.normal(0, 0.3, 4),
+                    rng.uniform(0.5, 2.0, 4)])
+    return export_keras(model, path, {"image": rng.normal(0, 1, (2, 6, 6, 2)).astype(np.float32)})
+
+
 SAVED_MODELS = {
     "module_two_signatures": (save_module, "tf.Module with named variables (dense/kernel, dense/bias, a "
                               "non-trainable temperature) and two signatures: serving_default and loss"),
@@ -103,6 +119,8 @@ SAVED_MODELS = {
     "while_loop": (save_while_loop, "tf.Module: tf.while_loop with an int variable as trip count, the body "
                    "reading weight variables"),
     "keras_lstm": (save_keras_lstm, "Keras LSTM + Dense exported with model.export"),
+    "keras_cnn": (save_keras_cnn, "Keras CNN (Conv2D, BatchNormalization with moving statistics set, ReLU, "
+                  "MaxPooling2D, Flatten, Dense softmax) exported with model.export"),
 }
 
 

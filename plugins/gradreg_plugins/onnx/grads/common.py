@@ -1,5 +1,11 @@
-"""What the onnx family's gradient rules share: registration by ONNX input position, summing a
-broadcast gradient back, differentiating through a decomposition, static-shape helpers."""
+"""What the onnx family's gradient rules share: their gradients by ONNX input position handed to
+gradreg (:func:`per_input`), summing a broadcast gradient back, differentiating through a
+decomposition, static-shape helpers.
+
+Rules are registered as every family's are, ``@family.gradient("onnx::Op")``, with the signature
+``rule(op, *output_grads)``. They think in ONNX positions, where an absent optional input keeps
+its place: ``per_input(op, (dx, None, dbias))`` turns that into one gradient per op input.
+"""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -11,32 +17,25 @@ from gradreg.autodiff.gradients import as_dense_gradients, gradients
 from gradreg.errors import GradientError, describe_node
 from gradreg.model import dtypes
 from gradreg.model.graph import Operation, Tensor
-from gradreg_plugins.onnx import family
 from gradreg_plugins.onnx.build import const_like, ints, onnx_op, shape_of
 from gradreg_plugins.onnx.nodes import input_layout, onnx_inputs, onnx_outputs
 
-__all__ = ["fail", "gradient", "through", "reduce_to", "static_dims", "static_rank", "zeros_like", "ones_like",
+__all__ = ["fail", "per_input", "through", "reduce_to", "static_dims", "static_rank", "zeros_like", "ones_like",
            "const_like", "ints", "onnx_op", "shape_of", "is_float", "neg", "swap_last", "scatter_add_flat",
            "iota_like", "index_adjoint", "axis_of"]
 
 
-def gradient(op_type: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``rule(op, *output_grads)`` returning gradients by ONNX input position (absent
-    optional inputs included, as None, or left off the end), then those of the captured values
-    of an op with subgraphs; gradreg gets one per data input."""
-    def register(rule: Callable[..., Any]) -> Callable[..., Any]:
-        def flat_rule(op: Operation, *grads: Any) -> list[Any]:
-            by_position = rule(op, *grads)
-            by_position = list(by_position) if isinstance(by_position, (tuple, list)) else [by_position]
-            layout = input_layout(op)
-            out = [by_position[p] if p < len(by_position) else None for p, i in enumerate(layout) if i is not None]
-            out += by_position[len(layout):]          # the captured values of an op with subgraphs
-            return out + [None] * (len(op.inputs) - len(out))
-        flat_rule.__name__ = rule.__name__
-        flat_rule.__doc__ = rule.__doc__
-        family.gradient(op_type)(flat_rule)
-        return rule
-    return register
+def per_input(op: Operation, by_position: Any) -> list[Any]:
+    """A rule's gradients as gradreg takes them, one per op input. ``by_position`` holds them by
+    ONNX input position (None for an absent optional input; positions past the last may be left
+    off; a tensor alone is the first input's), then those of the captured values of an op with
+    subgraphs."""
+    if not isinstance(by_position, (tuple, list)):
+        by_position = [by_position]
+    layout = input_layout(op)
+    out = [by_position[p] if p < len(by_position) else None for p, i in enumerate(layout) if i is not None]
+    out += list(by_position[len(layout):])          # the captured values of an op with subgraphs
+    return out + [None] * (len(op.inputs) - len(out))
 
 
 def fail(op: Operation, message: str) -> GradientError:

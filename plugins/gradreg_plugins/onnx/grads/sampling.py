@@ -15,15 +15,12 @@ from typing import Any
 import numpy as np
 
 from gradreg.model.shape_inference import constant_value
-from gradreg_plugins.onnx.grads.common import (
-    const_like,
-    fail,
-    gradient,
-    onnx_op,
-    static_rank,
-    through,
-)
-from gradreg_plugins.onnx.nodes import attribute_values, onnx_inputs, schema_of
+from gradreg_plugins.onnx import family
+from gradreg_plugins.onnx.grads.common import const_like, fail, onnx_op, per_input, static_rank, through
+from gradreg_plugins.onnx.grads.functions import function_body_grad
+from gradreg_plugins.onnx.grid_sample import attributes, deform_geometry, grid_sample, tap_positions
+from gradreg_plugins.onnx.nodes import attribute_values, onnx_inputs, schema_of, upsample_as_resize
+from gradreg_plugins.onnx.schemas import OPSET_VERSIONS
 
 
 def _constant(op, t, what: str) -> np.ndarray | None:
@@ -39,11 +36,9 @@ def _probe(op, in_len: int, scale: float, out_len: int, by_size: bool, roi: tupl
     """The matrix (in_len, out_len) the op applies along one axis: the op run by onnx.reference
     on an identity matrix (rows: basis vectors; the resized axis is the second), less its
     output on zeros (tf_crop_and_resize's extrapolated value is not part of the linear map)."""
-    import onnx
+    import onnx  # an optional dependency: only Resize's gradient runs onnx.reference
     from onnx import helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
-
-    from gradreg_plugins.onnx.schemas import OPSET_VERSIONS
     schema = schema_of(op)
     attrs = {k: v for k, v in attribute_values(op).items() if k not in ("axes", "keep_aspect_ratio_policy")
              and v is not None}
@@ -84,11 +79,6 @@ def _resize_inputs(op) -> tuple[Any, Any, Any]:
 def _text_attr(op, name: str, default: str) -> str:
     value = op.get_attr(name) if op.has_attr(name) else None
     return value.decode() if isinstance(value, bytes) else (value or default)
-
-
-def upsample_as_resize(mode: str) -> dict[str, str]:
-    """The Resize attributes equivalent to a (deprecated) Upsample of ``mode``."""
-    return {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
 
 
 def _axis_plan(op, x, y) -> list[tuple[int, int, float, int, bool, Any]]:
@@ -150,11 +140,11 @@ def _resize_grad(op, g):
             raise fail(op, f"axis {axis}: the interpolation of {in_len} elements to {out_len} with scale {scale} "
                            f"cannot be reproduced along one axis")
         dx = _apply_transposed(dx, matrix, axis, rank)
-    return (dx,)
+    return per_input(op, dx)
 
 
-gradient("onnx::Resize")(_resize_grad)
-gradient("onnx::Upsample")(_resize_grad)
+family.gradient("onnx::Resize")(_resize_grad)
+family.gradient("onnx::Upsample")(_resize_grad)
 
 
 # -- GridSample -----------------------------------------------------------------------------------------
@@ -217,11 +207,10 @@ class _OnnxArrays:
         return onnx_op("Unsqueeze", w, np.array([1], np.int64))
 
 
-@gradient("onnx::GridSample")
+@family.gradient("onnx::GridSample")
 def _grid_sample_grad(op, g):
     """Through the sampling spelled out: d X from the pixel reads (GatherElements), d grid from the
     interpolation weights (zero for "nearest", whose weights do not depend on the grid)."""
-    from gradreg_plugins.onnx.grid_sample import attributes, grid_sample
     x = op.inputs[0]
     spatial = _spatial_sizes(op, x)
     mode, padding, align_corners = attributes(op)
@@ -233,7 +222,7 @@ def _grid_sample_grad(op, g):
                   for d in range(k)]
         return grid_sample(arrays, x, coords, spatial, mode, padding, align_corners,
                            cast_weight=lambda valid, like: onnx_op("Cast", valid, to=like.known_dtype.base_dtype))
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
 def _spatial_sizes(op, x) -> list[int]:
@@ -245,12 +234,11 @@ def _spatial_sizes(op, x) -> list[int]:
 
 # -- DeformConv -----------------------------------------------------------------------------------------
 
-@gradient("onnx::DeformConv")
+@family.gradient("onnx::DeformConv")
 def _deform_conv_grad(op, g):
     """Through the deformable convolution spelled out: bilinear samples of X at the offset kernel
     taps (GridSample's sampling in pixels), times the mask, then a grouped product with W: every
     input (X, W, offset, B, mask) gets its gradient."""
-    from gradreg_plugins.onnx.grid_sample import deform_geometry, grid_sample, tap_positions
     x, w = op.inputs[0], op.inputs[1]
     x_dims, w_dims = x.shape.dims, w.shape.dims
     if x_dims is None or any(d is None for d in x_dims[1:]) or w_dims is None or any(d is None for d in w_dims):
@@ -278,7 +266,7 @@ def _deform_conv_grad(op, g):
         if b is not None:
             out = onnx_op("Add", out, onnx_op("Reshape", b, np.array([1, -1, 1, 1], np.int64)))
         return out
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
 # -- RoiAlign and MaxRoiPool ----------------------------------------------------------------------------
@@ -337,7 +325,7 @@ def _roi_align_axis(op, start, size, pooled: int, length: int, sampling: int):
                                                                      onnx_op("Cast", inside, to=dtype))
 
 
-@gradient("onnx::RoiAlign")
+@family.gradient("onnx::RoiAlign")
 def _roi_align_grad(op, g):
     """Through RoiAlign spelled out (onnx.reference's semantics): average pooling is a separable
     weighting of X's rows and columns (one matrix per ROI and axis); max pooling takes the largest
@@ -365,7 +353,7 @@ def _roi_align_grad(op, g):
         a_x = onnx_op("ReduceSum", cols, np.array([2], np.int64), keepdims=0)         # (R, PW, W)
         total = onnx_op("Einsum", a_y, images, a_x, equation="rph,rchw,rqw->rcpq")
         return onnx_op("Div", total, onnx_op("Reshape", count, np.array([-1, 1, 1, 1], np.int64)))
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
 def _roi_align_max(images, parts_h, parts_w, width: int):
@@ -396,7 +384,7 @@ def _round_half_away(v):
     return onnx_op("Mul", onnx_op("Sign", v), onnx_op("Floor", onnx_op("Add", onnx_op("Abs", v), const_like(0.5, v))))
 
 
-@gradient("onnx::MaxRoiPool")
+@family.gradient("onnx::MaxRoiPool")
 def _max_roi_pool_grad(op, g):
     """Through ROI max pooling spelled out (gradreg_plugins.onnx.roi's rounding and bins): each bin's
     pixels gathered up to the widest bin, the others masked, then a max; the gradient reaches the
@@ -438,21 +426,20 @@ def _max_roi_pool_grad(op, g):
                          keepdims=0)
         filled = onnx_op("And", _unsqueeze(filled_r, [1, 3]), _unsqueeze(filled_c, [1, 2]))
         return onnx_op("Where", filled, pooled, const_like(0, pooled))
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
 # -- AffineGrid -----------------------------------------------------------------------------------------
 
-@gradient("onnx::AffineGrid")
+@family.gradient("onnx::AffineGrid")
 def _affine_grid_grad(op, g):
     """grid[n, ..., :] = theta[n] @ (x, y[, z], 1): d theta[n] = sum over positions of g (outer) base,
     the base coordinates fixed by the (constant) size. With a size computed at run time, through the
     op's function body."""
-    from gradreg_plugins.onnx.grads.functions import function_body_grad
     theta, size = op.inputs
     value = constant_value(size)
     if value is None:
-        return function_body_grad(op, g)
+        return per_input(op, function_body_grad(op, g))
     spatial = [int(s) for s in np.asarray(value).reshape(-1)[2:]]
     align = bool(op.get_attr("align_corners"))
 
@@ -463,4 +450,4 @@ def _affine_grid_grad(op, g):
     mesh = np.meshgrid(*[axis(n) for n in spatial], indexing="ij")
     base = np.stack(list(mesh[::-1]) + [np.ones_like(mesh[0])], axis=-1).reshape(-1, len(spatial) + 1)
     flat = onnx_op("Reshape", g, np.array([0, -1, len(spatial)], np.int64))            # (N, positions, k)
-    return onnx_op("Einsum", flat, const_like(base, g, "base"), equation="npj,pk->njk"), None
+    return per_input(op, (onnx_op("Einsum", flat, const_like(base, g, "base"), equation="npj,pk->njk"), None))

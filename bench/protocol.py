@@ -1,0 +1,322 @@
+"""The neutral benchmark protocol of issue 31: every contender in its own process, taking turns.
+
+    python bench/protocol.py [--workload mlp --workload cnn ...] [--warmup 100] [--rounds 12] [--turn 3]
+                             [--gap 0.5] [--cold-calls 150] [--no-cold] [--no-warm] [--python PATH ...]
+
+For each workload the contenders (gradreg and the references it is held to: TensorFlow's
+session, JAX's jit, NumPy by hand, where each applies) run in processes of their own:
+
+* **warm cache**: each process sets up (values checked against the reference first; gradreg
+  waits for its compiled kernels), makes ``--warmup`` untimed calls (>= 100), then the
+  processes take turns of ``--turn`` calls (3), ``--rounds`` rounds (>= 12: medians over >= 36
+  calls), the order of the turns turned each round so that each contender follows each other
+  one as often. Twice: **back to back** (a turn starts when the one before ends: a neighbour's
+  threads may still spin, as on a shared machine) and **with idle gaps** (``--gap`` seconds,
+  0.5, of nobody running before each turn: a pool that went to sleep wakes up).
+* **cold cache**: each contender alone in a fresh process, gradreg with an empty kernel cache
+  (GRADREG_CACHE_DIR in a new directory), every call timed from the first, ``--cold-calls``
+  of them: the first call, the slowest call after it against the warm median (target: <= 3x),
+  and when the calls reached the steady state (a median of 9 within 1.2x the warm median).
+
+Each figure is the median of the per-call wall times, with the spread (25th-75th percentile)
+and the process's CPU time per call (threads included); the machine's load (/proc/loadavg:
+the 1-minute average and the threads runnable) is printed before and after each part, and
+the ratio of gradreg to the best reference. ``--python NAME=PATH`` adds gradreg contenders
+run by another interpreter or source tree (``NAME=PATH:SRC`` puts SRC first on sys.path),
+for A/B comparisons of two versions in the same turns; ``--variant LABEL:VAR=VALUE`` adds gradreg
+run with other settings (GRADREG_THREADS=1, GRADREG_SPIN=0, GRADREG_MALLOC=default).
+``--neighbour busy`` runs the warm part beside a process keeping one core busy,
+``--neighbour bursts`` beside one that uses every core
+for 50 ms every 0.5 s (issue 31: a neighbour's brief burst must not halve gradreg's speed for
+the next 100 ms).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.util
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+
+from _timing import Contender, _Worker
+
+BENCH = pathlib.Path(__file__).resolve().parent
+
+
+def _have(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+# workload -> (description, [(contender name, factory, kwargs)], targets: {reference: ratio})
+def workloads() -> dict[str, tuple[str, list[tuple[str, str, dict]], dict[str, float]]]:
+    tf, jax = _have("tensorflow"), _have("jax")
+    found = {
+        "mlp": ("MLP 784-512-512-10, batch 128, one SGD step (TF-written train.pb)",
+                [("gradreg", "foreign_mlp:gradreg_step", {}), ("numpy", "foreign_mlp:numpy_step", {})]
+                + ([("tensorflow", "foreign_mlp:tensorflow_step", {})] if tf else [])
+                + ([("jax jit", "foreign_mlp:jax_step", {})] if jax else []), {}),
+        "elementwise": ("20 elementwise ops on 1M float32 (TF-written GraphDef)",
+                        [("gradreg", "foreign_elementwise:gradreg_step", {}),
+                         ("numpy", "foreign_elementwise:numpy_step", {})]
+                        + ([("tensorflow", "foreign_elementwise:tensorflow_step", {})] if tf else [])
+                        + ([("jax jit", "foreign_elementwise:jax_step", {})] if jax else []), {}),
+        "rnn": ("TF-written RNN (v1 while_loop, 100 steps, [16, 64]): loss and gradients",
+                [("gradreg", "foreign_rnn:gradreg_step", {}), ("numpy", "foreign_rnn:numpy_step", {})]
+                + ([("tensorflow", "foreign_rnn:tensorflow_step", {})] if tf else []), {"tensorflow": 0.33}),
+    }
+    for name, label in (("mobilenet_v2_64", "Keras MobileNetV2 (alpha 0.35, 64x64, batch 8)"),
+                        ("densenet_slim_32", "slim DenseNet (32x32, batch 8)"),
+                        ("resnet_slim_f64_32", "slim ResNet in float64 (32x32, batch 8)")):
+        found[name] = (f"{label}: forward + gradients w.r.t. the input and every weight",
+                       [("gradreg", "foreign_cnn:gradreg_step", {"name": name})]
+                       + ([("tensorflow", "foreign_cnn:tensorflow_step", {"name": name})] if tf else [])
+                       + ([("jax jit", "graph_to_jax:cnn_step", {"name": name})] if jax else []), {})
+    import realistic
+    for name, label in (("mobilenet_v2_224", "Keras MobileNetV2 (alpha 1.0, 224x224, batch 32)"),
+                        ("resnet50_224", "Keras ResNet50 (224x224, batch 32)")):
+        found[name] = (f"{label}: one training step (forward, gradients w.r.t. every weight, SGD)",
+                       realistic.contenders(name, tf, jax), {})
+    return found
+
+
+ALIASES = {"cnn": ["mobilenet_v2_64", "densenet_slim_32", "resnet_slim_f64_32"],
+           "realistic": ["mobilenet_v2_224", "resnet50_224"]}
+# Not in the default run (graphs made on first use, minutes a call): --workload realistic.
+LARGE = ("mobilenet_v2_224", "resnet50_224")
+
+
+@dataclasses.dataclass
+class Samples:
+    wall: list[float] = dataclasses.field(default_factory=list)
+    cpu: list[float] = dataclasses.field(default_factory=list)
+
+    def quartiles(self) -> tuple[float, float, float]:
+        q = statistics.quantiles(self.wall, n=4) if len(self.wall) > 1 else self.wall * 3
+        return q[0], statistics.median(self.wall), q[2]
+
+    def line(self, name: str) -> str:
+        low, mid, high = self.quartiles()
+        return (f"  {name:<22} {mid * 1e3:9.2f} ms  (25-75%: {low * 1e3:.2f}-{high * 1e3:.2f}; "
+                f"CPU {statistics.median(self.cpu) * 1e3:8.2f} ms; n={len(self.wall)})")
+
+
+def load() -> str:
+    """/proc/loadavg's 1-minute average and the threads runnable now (os.getloadavg elsewhere)."""
+    try:
+        fields = pathlib.Path("/proc/loadavg").read_text().split()
+        return f"load {fields[0]} (1 min), {fields[3].split('/')[0]} threads runnable"
+    except OSError:
+        return f"load {os.getloadavg()[0]:.2f} (1 min)"
+
+
+def _contender(name: str, factory: str, kwargs: dict, env: dict) -> Contender:
+    return Contender(name, factory, dict(kwargs), dict(env))
+
+
+def _with_python(contenders: list[Contender], others: list[str]) -> list[Contender]:
+    """gradreg contenders again for each ``NAME=PATH[:SRC]`` (another interpreter, source first on sys.path)."""
+    found = list(contenders)
+    for spec in others:
+        label, _, where = spec.partition("=")
+        python, _, src = where.partition(":")
+        for c in contenders:
+            if c.name.startswith("gradreg"):
+                env = dict(c.env, GRADREG_BENCH_PYTHON=python or sys.executable)
+                if src:
+                    env["PYTHONPATH"] = os.pathsep.join([src, os.path.join(src, "plugins"), str(BENCH)])
+                found.append(Contender(f"{c.name} [{label}]", c.factory, dict(c.kwargs), env))
+    return found
+
+
+NEIGHBOURS = {
+    # one process keeping one core busy the whole time
+    "busy": "while True: pass",
+    # a neighbour's brief bursts: every 0.5 s, 50 ms of work on every core (threads of a NumPy
+    # product), then idle; issue 31: such a burst must not halve gradreg's speed for the next 100 ms
+    "bursts": ("import time, numpy as np\n"
+               "a = np.ones((600, 600))\n"
+               "while True:\n"
+               "    end = time.perf_counter() + 0.05\n"
+               "    while time.perf_counter() < end: a @ a\n"
+               "    time.sleep(0.45)\n"),
+}
+
+
+@contextlib.contextmanager
+def neighbour(kind: str | None) -> Iterator[None]:
+    """Another process beside the contenders for the duration (NEIGHBOURS), or none."""
+    if kind is None:
+        yield
+        return
+    process = subprocess.Popen([sys.executable, "-c", NEIGHBOURS[kind]])
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        process.kill()
+        process.wait()
+
+
+def _with_variants(contenders: list[Contender], variants: list[str]) -> list[Contender]:
+    """gradreg contenders again for each ``LABEL:VAR=VALUE[,VAR=VALUE...]`` (its environment added)."""
+    found = list(contenders)
+    for spec in variants:
+        label, _, assignments = spec.partition(":")
+        env = dict(pair.split("=", 1) for pair in assignments.split(",") if pair)
+        for c in contenders:
+            if c.name.startswith("gradreg") and " [" not in c.name:
+                found.append(Contender(f"{c.name} [{label}]", c.factory, dict(c.kwargs), dict(c.env, **env)))
+    return found
+
+
+def warm(contenders: list[Contender], warmup: int, rounds: int, turn: int, gap: float) -> dict[str, dict[str, Samples]]:
+    """The warm-cache part: back to back and with idle gaps (module docstring)."""
+    workers = []
+    try:
+        for c in contenders:
+            workers.append(_Worker(c))
+        for w in workers:
+            w.request({"run": warmup})
+        results: dict[str, dict[str, Samples]] = {}
+        for schedule, pause in (("back to back", 0.0), (f"{gap} s idle gaps", gap)):
+            print(f"    {schedule}: before, {load()}", flush=True)
+            samples = {w.name: Samples() for w in workers}
+            for r in range(rounds):
+                order = workers[r % len(workers):] + workers[:r % len(workers)]
+                for w in order:
+                    if pause:
+                        time.sleep(pause)
+                    reply = w.request({"run": turn})
+                    samples[w.name].wall.extend(reply["wall"])
+                    samples[w.name].cpu.extend(reply["cpu"])
+            print(f"    {schedule}: after, {load()}", flush=True)
+            results[schedule] = samples
+        return results
+    finally:
+        for w in workers:
+            w.close()
+
+
+@dataclasses.dataclass
+class Cold:
+    wall: list[float]
+    cpu: list[float]
+    setup: float
+
+    def report(self, name: str, steady: float) -> str:
+        first, rest = self.wall[0], self.wall[1:]
+        worst = max(rest) if rest else float("nan")
+        elapsed, reached = self.setup, None
+        for i, w in enumerate(self.wall):
+            elapsed += w
+            window = self.wall[i:i + 9]
+            if reached is None and len(window) == 9 and statistics.median(window) <= 1.2 * steady:
+                reached = elapsed
+        slow = sum(1 for w in rest if w > 3 * steady)
+        return (f"  {name:<22} first call {first * 1e3:9.1f} ms; slowest after it {worst * 1e3:8.1f} ms = "
+                f"{worst / steady:5.1f}x warm median ({slow} calls > 3x); steady state "
+                + (f"after {reached:.1f} s (set-up {self.setup:.1f} s)" if reached is not None else "not reached"))
+
+
+def cold(contenders: list[Contender], calls: int) -> dict[str, Cold]:
+    """Each contender alone in a fresh process with an empty gradreg kernel cache, timed from its first call."""
+    found = {}
+    for c in contenders:
+        with tempfile.TemporaryDirectory(prefix="gradreg-cold-cache-") as cache:
+            env = dict(c.env, GRADREG_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache)
+            start = time.perf_counter()
+            worker = _Worker(Contender(c.name, c.factory, dict(c.kwargs, warm=False), env))
+            setup = time.perf_counter() - start
+            try:
+                reply = worker.request({"run": calls})
+            finally:
+                worker.close()
+        found[c.name] = Cold(reply["wall"], reply["cpu"], setup)
+    return found
+
+
+def report(title: str, results: dict[str, dict[str, Samples]], targets: dict[str, float]) -> dict[str, float]:
+    print(title)
+    medians: dict[str, float] = {}
+    for schedule, samples in results.items():
+        print(f"  {schedule}:")
+        for name, s in samples.items():
+            print("  " + s.line(name))
+            medians[f"{schedule}/{name}"] = s.quartiles()[1]
+        references = {n: s.quartiles()[1] for n, s in samples.items() if not n.startswith("gradreg")}
+        for name, s in samples.items():
+            if not name.startswith("gradreg") or not references:
+                continue
+            mine = s.quartiles()[1]
+            best = min(references, key=references.__getitem__)
+            line = f"    {name}: {mine / references[best]:.2f}x the best reference ({best}; target <= 1.0)"
+            for ref, ratio in targets.items():
+                if ref in references:
+                    line += f", {mine / references[ref]:.2f}x {ref} (target <= {ratio})"
+            print(line)
+        for name, s in samples.items():      # --python: each other version against this one
+            base = name.split(" [")[0]
+            if name != base and base in samples:
+                print(f"    {name}: {s.quartiles()[1] / samples[base].quartiles()[1]:.2f}x {base} (wall), "
+                      f"{statistics.median(s.cpu) / statistics.median(samples[base].cpu):.2f}x (CPU)")
+    return medians
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", action="append", help="mlp, elementwise, rnn, cnn (the three CNNs), one "
+                        "CNN's name, or realistic (MobileNetV2 and ResNet50 at 224x224, batch 32); default: all "
+                        "but the realistic ones")
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--turn", type=int, default=3)
+    parser.add_argument("--gap", type=float, default=0.5)
+    parser.add_argument("--cold-calls", type=int, default=150)
+    parser.add_argument("--no-cold", action="store_true")
+    parser.add_argument("--no-warm", action="store_true")
+    parser.add_argument("--only", action="append", help="run only these contenders (names as printed)")
+    parser.add_argument("--variant", action="append", default=[], help="LABEL:VAR=VALUE[,VAR=VALUE]: gradreg "
+                        "again with those environment variables (GRADREG_THREADS=1, GRADREG_SPIN=0, ...)")
+    parser.add_argument("--neighbour", choices=sorted(NEIGHBOURS), help="run the warm part beside another "
+                        "process: busy (one core, all the time) or bursts (every core for 50 ms every 0.5 s)")
+    parser.add_argument("--python", action="append", default=[], help="NAME=PATH[:SRC]: gradreg again, run by "
+                        "the interpreter PATH with the source tree SRC first on sys.path (A/B of two versions)")
+    args = parser.parse_args()
+    known = workloads()
+    chosen = []
+    for w in args.workload or [name for name in known if name not in LARGE]:
+        chosen.extend(ALIASES.get(w, [w]))
+    print(f"protocol: warm-up {args.warmup}, {args.rounds} rounds of turns of {args.turn} calls, "
+          f"gaps {args.gap} s, cold {args.cold_calls} calls; {os.cpu_count()} CPUs; {load()}", flush=True)
+    for name in chosen:
+        title, specs, targets = known[name]
+        contenders = _with_variants(_with_python([_contender(n, f, k, {}) for n, f, k in specs], args.python),
+                                    args.variant)
+        if args.only:
+            contenders = [c for c in contenders if c.name in args.only]
+        print(f"\n{name}: {title}", flush=True)
+        steady: dict[str, float] = {}
+        if not args.no_warm:
+            with neighbour(args.neighbour):
+                results = warm(contenders, args.warmup, args.rounds, args.turn, args.gap)
+            beside = f", beside a neighbour: {args.neighbour}" if args.neighbour else ""
+            report(f"{name}, warm cache{beside} ({load()}):", results, targets)
+            steady = {n: s.quartiles()[1] for n, s in results["back to back"].items()}
+        if not args.no_cold:
+            print(f"{name}, cold cache, each contender alone, timed from the first call ({load()}):", flush=True)
+            for cname, figures in cold(contenders, args.cold_calls).items():
+                reference = steady.get(cname) or statistics.median(figures.wall[-36:])
+                print(figures.report(cname, reference), flush=True)
+            print(f"  (after: {load()})")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

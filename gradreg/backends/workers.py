@@ -1,0 +1,248 @@
+"""gradreg's kernel threads: :func:`parallel` runs the parts of a kernel (numba loops that release
+the GIL, NumPy calls) on the calling thread and a few worker threads; :func:`split` cuts a range
+into parts. How many threads a kernel uses is :func:`gradreg.backends.threads.threads_for`'s answer.
+
+The threads share the parts as they go: each takes the next part not yet taken, the caller
+first. A kernel cut into more parts than threads (a few a thread) then does not wait for a
+worker that another process keeps off its core: the caller takes that worker's parts, and waits
+only for a part a worker has started. That is how gradreg keeps its speed beside busy
+neighbours without watching the machine's load.
+
+Once numba is loaded the workers spin for SPIN_SECONDS after each task (in compiled code,
+without the GIL: gradreg.backends.spin), then sleep: waking a sleeping worker costs 40-200 us on
+a 2-vCPU VM, more than the kernels a CNN step splits take; a spinning one takes a task in
+~15 us. Without numba (or with GRADREG_SPIN=0) a sleeping executor serves. The workers are the
+process's cores less one (the caller is the other), made on first use; a forked child makes
+its own.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gradreg.backends.threads import affinity_cores
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+# After a task, a spinning worker (:class:`SpinPool`) waits this long for the next one before it
+# sleeps: a CNN step's parallel kernels come 50-500 us apart. TensorFlow's and OpenBLAS's pools
+# spin likewise.
+SPIN_SECONDS = 0.0005
+
+
+class SpinPool:
+    """Workers that wait for a task spinning, in compiled code without the GIL, for SPIN_SECONDS
+    after their last one, then sleep on a condition. A call then hands its parts over in ~15 us
+    instead of the 40-200 us a sleeping worker's wake-up takes on a 2-vCPU VM: a 150 us kernel
+    split in two took 108 us instead of 199 (150 us on one thread). One call at a time; a
+    concurrent or nested call uses the executor pool. Each worker owns a cache line of
+    ``state``: [posted task number, finished task number, asleep]."""
+
+    SLOT = 8
+
+    def __init__(self, workers: int):
+        from gradreg.backends import spin  # needs numba: imported once a numba kernel splits work
+        self.wait_change, self.publish = spin.wait_change, spin.publish
+        self.spins = max(1000, int(spin.reads_per_second() * SPIN_SECONDS))
+        self.state = np.zeros(workers * self.SLOT, np.int64)
+        self.tasks: list[Any] = [None] * workers
+        self.results: list[Any] = [None] * workers
+        self.wakeups = [threading.Condition() for _ in range(workers)]
+        self.lock = threading.Lock()
+        self.workers = workers
+        for w in range(workers):
+            threading.Thread(target=self._work, args=(w,), name=f"gradreg-kernel-{w}", daemon=True).start()
+
+    def _work(self, w: int) -> None:
+        state, base, seen = self.state, w * self.SLOT, 0
+        wakeup = self.wakeups[w]
+        while True:
+            if not self.wait_change(state, base, seen, self.spins):
+                with wakeup:
+                    state[base + 2] = 1
+                    while int(state[base]) == seen:
+                        wakeup.wait()
+                    state[base + 2] = 0
+            seen = int(state[base])
+            # The task stays in ``tasks`` (a caller may post the next one meanwhile: clearing it
+            # here could drop that one); what it holds is let go by the call it belongs to.
+            fn, i = self.tasks[w]
+            try:
+                self.results[w] = (True, fn(i))
+            except BaseException as exc:   # re-raised in the calling thread
+                self.results[w] = (False, exc)
+            fn = None
+            self.publish(state, base + 1, seen)
+
+    def run(self, fn: Callable[[int], Any], parts: int, helpers: int) -> list[Any] | None:
+        """``[fn(0), ..., fn(parts - 1)]`` on the caller and ``helpers`` workers sharing the parts
+        (:class:`_Shared`); None when the pool is busy (another thread's call)."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            shared = _Shared(fn, parts)
+            first = shared.claim()          # part 0 is the caller's, whatever the workers do
+            for w in range(min(helpers, self.workers)):
+                self.post(shared.drain, w)
+            shared.run(first)
+            shared.drain(0)
+            return shared.results_when_done()
+        finally:
+            self.lock.release()
+
+    def post(self, fn: Callable[[int], Any], w: int = 0, i: int = 0) -> int:
+        """Start ``fn(i)`` on worker ``w`` and return its task number at once (the caller holds
+        ``lock``). A worker that has not started its last task when the next comes runs only
+        the next: a caller that needs its task run (side tasks) waits with :meth:`wait_posted`
+        before posting again; a parallel call's share needs no waiting for (its parts are
+        taken by the others)."""
+        state, base = self.state, w * self.SLOT
+        self.tasks[w] = (fn, i)
+        number = int(state[base]) + 1
+        self.publish(state, base, number)
+        if state[base + 2]:
+            with self.wakeups[w]:
+                self.wakeups[w].notify()
+        return number
+
+    def wait_posted(self, number: int, w: int = 0) -> None:
+        """Wait until worker ``w`` has finished its task ``number`` or a later one (its result
+        stays in ``results[w]``). The numbers it publishes grow but may skip (a task it never
+        started): "finished" is "at least ``number``"."""
+        index = w * self.SLOT + 1
+        while (finished := int(self.state[index])) < number:
+            if not self.wait_change(self.state, index, finished, self.spins):
+                time.sleep(0.00002)     # a worker descheduled for long: stop spinning
+
+
+class _Shared:
+    """One parallel call's parts, taken one at a time by whichever thread comes (``claim`` is
+    ``next`` of an itertools.count: atomic under the GIL). A worker that comes after the last
+    part has been taken returns at once; the call waits only for the parts under way."""
+
+    def __init__(self, fn: Callable[[int], Any], parts: int):
+        self.fn: Callable[[int], Any] | None = fn
+        self.parts = parts
+        self.claim = itertools.count().__next__
+        self.results: list[Any] = [None] * parts
+        self.errors: list[tuple[int, BaseException]] = []
+        self.done = [False] * parts      # an item's store is atomic; a shared counter's += is not
+
+    def run(self, i: int) -> None:
+        fn = self.fn
+        assert fn is not None
+        try:
+            self.results[i] = fn(i)
+        except BaseException as exc:   # re-raised in the calling thread once every part is done
+            self.errors.append((i, exc))
+        self.done[i] = True
+
+    def drain(self, _: int = 0) -> None:
+        while (i := self.claim()) < self.parts:
+            self.run(i)
+
+    def results_when_done(self) -> list[Any]:
+        spins = 0
+        while not all(self.done):       # a part a worker has started
+            spins += 1
+            time.sleep(0 if spins < 50 else 0.00002)
+        return self.release()
+
+    def release(self) -> list[Any]:
+        """The results (raising the first part's error); nothing of the call stays here after,
+        for a worker that comes late or keeps the task (a kernel's arrays would outlive it)."""
+        results, errors = self.results, self.errors
+        self.fn, self.results, self.errors = None, [], []
+        if errors:
+            raise min(errors, key=lambda e: e[0])[1]
+        return results
+
+
+class _Pools:
+    """The process's pools, made on first use: the spinning one (numba loaded), and a sleeping
+    executor for calls that find it busy."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.spinning: SpinPool | None = None
+        self.spin_failed = False      # numba could not compile the spin here: the executor serves
+        self.executor: ThreadPoolExecutor | None = None
+
+    def spin_pool(self) -> SpinPool | None:
+        if self.spinning is None and not self.spin_failed and "numba" in sys.modules \
+                and os.environ.get("GRADREG_SPIN", "1").strip() != "0":
+            with self.lock:
+                if self.spinning is None and not self.spin_failed:
+                    try:
+                        self.spinning = SpinPool(max(1, affinity_cores() - 1))
+                    except Exception:
+                        self.spin_failed = True
+        return self.spinning
+
+    def sleeping(self) -> ThreadPoolExecutor:
+        if self.executor is None:
+            with self.lock:
+                if self.executor is None:
+                    # imported here: concurrent.futures (with logging) costs ~10 ms at start-up, and
+                    # this pool serves only when the spinning pool is busy
+                    from concurrent.futures import ThreadPoolExecutor
+                    self.executor = ThreadPoolExecutor(max_workers=max(1, affinity_cores() - 1),
+                                                       thread_name_prefix="gradreg-kernel")
+        return self.executor
+
+
+POOLS = _Pools()
+
+
+def _forget_pools() -> None:
+    """In a forked child the parent's workers do not exist: new pools start on use."""
+    global POOLS
+    POOLS = _Pools()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)
+
+
+def spin_pool() -> SpinPool | None:
+    """The spinning pool, made on first use when numba is already imported (the kernels that
+    split work are numba's); None without numba, or with GRADREG_SPIN=0."""
+    return POOLS.spin_pool()
+
+
+def parallel(fn: Callable[[int], Any], parts: int, threads: int | None = None) -> list[Any]:
+    """``[fn(0), ..., fn(parts - 1)]`` on ``threads`` threads (default: ``parts``), the calling
+    thread and workers taking the parts as they come, part 0 the caller's (``fn`` should release
+    the GIL: a numba ``nogil`` loop, a NumPy call). The workers are the spinning pool's when
+    numba is loaded, else a sleeping executor's. An error of any part is raised once every part
+    has run (the first part's that failed)."""
+    threads = parts if threads is None else max(1, min(threads, parts))
+    if threads <= 1:
+        return [fn(i) for i in range(parts)]
+    spinning = POOLS.spin_pool()
+    if spinning is not None:
+        done = spinning.run(fn, parts, threads - 1)
+        if done is not None:
+            return done
+    shared = _Shared(fn, parts)
+    first = shared.claim()
+    futures: Sequence[Future[Any]] = [POOLS.sleeping().submit(shared.drain) for _ in range(threads - 1)]
+    shared.run(first)
+    shared.drain()
+    for f in futures:
+        f.result()
+    return shared.release()
+
+
+def split(n: int, parts: int) -> list[tuple[int, int]]:
+    """``range(n)`` cut into ``parts`` contiguous (start, stop) pieces of nearly equal size."""
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(parts)]

@@ -1,0 +1,42 @@
+"""The kernel author's toolkit: what an op family's kernels use to run fast, in one public module.
+
+    import numpy as np
+    from gradreg import kernel_support as ks
+
+    def scale_rows(x, out):                         # a kernel splitting its rows over threads
+        parts = min(ks.threads_for(x.size, 1 << 18), len(x))
+        pieces = ks.split(len(x), parts)
+        ks.parallel(lambda i: np.multiply(x[slice(*pieces[i])], 2, out=out[slice(*pieces[i])]), parts)
+        return out
+
+Threads (gradreg.backends.threads, gradreg.backends.workers):
+
+* ``threads_for(work, work_per_thread)``: the threads a call of ``work`` units earns, within
+  the cores this process may use and the limits its user set (GRADREG_THREADS,
+  OMP_NUM_THREADS, threadpoolctl's limits, the container's CPU quota);
+* ``parallel(fn, parts)``: ``[fn(0), ..., fn(parts - 1)]``, part 0 on the calling thread and
+  the others on gradreg's kernel threads (``fn`` should release the GIL: a numba ``nogil``
+  loop, a NumPy call); ``split(n, parts)`` cuts ``range(n)`` into contiguous pieces;
+* ``blas_threads(n)``: BLAS on at most ``n`` threads inside the ``with`` (each part of a
+  ``parallel`` kernel that calls BLAS: one), put back as the caller had it after.
+
+Compiled loops (the numba backend, gradreg.backends.numba):
+
+* ``numba_available()``: whether numba is installed (a numba kernel factory returns None
+  otherwise);
+* ``compile_module(source, dtype)``: a module of hand-written numba code (``{exp}`` and the
+  other math-library names become their ``dtype`` versions, ``{=c}`` constants of
+  ``dtype``), kept in gradreg's disk cache; its functions should be ``njit(cache=True)``;
+* ``elementwise(...)`` (also in gradreg.plugin) describes an elementwise op for fusion;
+  ``same_shapes`` is the ``accepts`` of ops that do not broadcast.
+
+Families import this module, never gradreg.backends' own modules: a backend may change how
+it does these things without touching a family.
+"""
+from gradreg.backends.numba.codegen import compile_module
+from gradreg.backends.numba.description import elementwise, numba_available, same_shapes
+from gradreg.backends.threads import blas_threads, max_threads, threads_for
+from gradreg.backends.workers import parallel, split
+
+__all__ = ["blas_threads", "compile_module", "elementwise", "max_threads", "numba_available", "parallel",
+           "same_shapes", "split", "threads_for"]
