@@ -177,3 +177,14 @@ def test_view_and_tensorboard_say_they_take_every_format(command, capsys):
         cli.main([command, "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "ONNX .onnx" in text and "SavedModel directory" in text and "GraphDef .pb" in text
+
+
+def test_a_savedmodel_named_by_a_relative_path_loads(monkeypatch, capsys):
+    """The directory as the user types it, relative to the working directory (the confined reader
+    resolves relative paths against the model: gradreg's own must be absolute)."""
+    monkeypatch.chdir(DATA)
+    code, out, err = run_cli(["inspect", "keras_softmax/model"], capsys)
+    assert code == 0, err
+    assert out.startswith("SavedModel: keras_softmax/model\n")
+    code, out, err = run_cli(["run", "keras_softmax/model", "--feed", "features=[[0,0,0,0,0,0]]"], capsys)
+    assert code == 0 and out.startswith("output_0  float32 [1, 4]"), err
