@@ -47,6 +47,7 @@ import numpy as np
 
 from gradreg import config
 from gradreg.cli_inspect import graph_summary, node_lines, summary_lines
+from gradreg.cli_progress import shown_on
 from gradreg.cli_values import PRINT_THRESHOLD, UsageError, describe, names, read_feeds, tensor_name
 from gradreg.cli_view import add_view_commands
 from gradreg.distributed import add_dask_arguments
@@ -190,9 +191,16 @@ format is taken from its suffix, else from its content.""",
 }
 
 
+# Every command takes the resource-limit flags; `gradreg --help` lists them, once.
+LIMITS_NOTE = ("Every command also takes --debug, --quiet, --allow-files and the resource limits\n"
+               "(--max-loop-iterations, --max-nodes, --max-function-depth, --max-op-arity):\n"
+               "`gradreg --help` describes them.")
+
+
 def _subparser(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     return sub.add_parser(name, parents=parents, help=help, description=help[:1].upper() + help[1:] + ".",
-                          epilog=EPILOGS[name], formatter_class=argparse.RawDescriptionHelpFormatter)
+                          epilog=EPILOGS[name] + "\n\n" + LIMITS_NOTE,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def _add_execution_options(p: argparse.ArgumentParser, checkpoint: bool = True) -> None:
@@ -212,6 +220,9 @@ def _add_execution_options(p: argparse.ArgumentParser, checkpoint: bool = True) 
                             "(its variables, by name)")
 
 
+GRAD_YS_HELP = ("weights of the ys (default: ones): NAME=VALUE (a number or nested list, broadcast to the y's "
+                "shape), NAME=FILE.npy or FILE.npz (keyed by y), NAME naming a y as on --ys; or, for a graph "
+                "file, comma-separated tensors of the graph, one per y; repeatable")
 FEED_HELP = ("feed values: FILE.npz (keys are tensor names like x:0; a SavedModel's input names), NAME=FILE.npy, "
              "or NAME=VALUE for a small value such as 3.5 or [[1,2],[3,4]]; repeatable")
 
@@ -246,7 +257,7 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="comma-separated tensors to differentiate (SavedModel: signature outputs)")
     p.add_argument("--xs", required=True, metavar="NAMES",
                    help="comma-separated tensors to differentiate by (SavedModel: signature inputs or variables)")
-    p.add_argument("--grad-ys", metavar="NAMES", help="tensors weighting each y (default: ones)")
+    p.add_argument("--grad-ys", action="append", default=None, metavar="WEIGHTS", help=GRAD_YS_HELP)
     p.add_argument("--stop", metavar="NAMES", help="tensors to treat as constants")
     p.add_argument("--unconnected", choices=["none", "zero"], default="none",
                    help="gradient of an x that the ys do not depend on (default: none)")
@@ -277,7 +288,8 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.ArgumentParser) -> None:
     p = _subparser(sub, "check", "list op types lacking a definition, kernel or gradient rule; exit 1 if "
-                   "one lies on the path from --xs to --ys", [common])
+                   "one lies on the path from --xs to --ys, or if the graph's outputs need one that cannot run",
+                   [common])
     p.add_argument("graph", metavar="GRAPH", help="a graph file")
     p.add_argument("--ys", metavar="NAMES", help="comma-separated tensors to differentiate")
     p.add_argument("--xs", metavar="NAMES", help="comma-separated tensors to differentiate by")
@@ -319,13 +331,23 @@ def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.
     p.set_defaults(func=_deferred("cmd_ops"))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _common_options(described: bool) -> argparse.ArgumentParser:
+    """--debug and the resource limits, which every command takes; described in `gradreg --help`
+    only (each command's help points there instead of repeating them)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show the traceback of errors")
-    _add_limits(common)
+                        help="show the traceback of errors" if described else argparse.SUPPRESS)
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress bars (long loads and compiles show one on a terminal)" if described
+                        else argparse.SUPPRESS)
+    _add_limits(common, described)
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options(described=False)
     parser = argparse.ArgumentParser(
-        prog="gradreg", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="gradreg", parents=[_common_options(described=True)], formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Differentiate, run, inspect and convert TensorFlow-compatible graphs.",
         epilog="examples:\n  gradreg inspect model.pb\n  gradreg grad model.pb --ys loss --xs w,b --feed inputs.npz\n"
                "  gradreg run model.pb --feed 'x=[[1,2]]' --fetch y\n\n"
@@ -364,15 +386,16 @@ _LIMIT_FLAGS = [
 ]
 
 
-def _add_limits(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("resource limits (defaults from the GRADREG_MAX_* variables)")
+def _add_limits(parser: argparse.ArgumentParser, described: bool = True) -> None:
+    group = parser.add_argument_group("resource limits, for every command (defaults from the GRADREG_MAX_* "
+                                      "variables)") if described else parser
     for flag, attribute, text in _LIMIT_FLAGS:
         group.add_argument(flag, type=_non_negative, default=None, metavar="N",
-                           help=f"{text} (default {getattr(config, attribute):,})")
+                           help=f"{text} (default {getattr(config, attribute):,})" if described else argparse.SUPPRESS)
     group.add_argument("--allow-files", action="append", default=None, metavar="DIR",
                        help="let the graph's file ops (SaveV2, RestoreV2, ...) read and write under DIR "
                             "(repeatable; also GRADREG_ALLOW_FILES); without it they may only read inside the "
-                            "model (docs/security.md)")
+                            "model (docs/security.md)" if described else argparse.SUPPRESS)
 
 
 def _non_negative(text: str) -> int:
@@ -416,8 +439,23 @@ def _main(argv: Sequence[str] | None) -> tuple[int, str | None]:
     if args.command is None:
         parser.print_help()
         return 0, None
-    with _limits_applied(args):
+    with _limits_applied(args), _progress_shown(args):
         return _run_command(parser, args), args.command
+
+
+def _progress_shown(args: argparse.Namespace) -> contextlib.AbstractContextManager[Any]:
+    """Long loads and compiles draw a progress bar on stderr while the command runs, when stderr
+    is a terminal and --quiet is not given (gradreg.cli_progress); otherwise nothing is shown."""
+    if getattr(args, "quiet", False) or not _is_terminal(sys.stderr):
+        return contextlib.nullcontext()
+    return shown_on(sys.stderr)
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 # Commands that read files and print, and write nothing: after one of them the ``gradreg``

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from gradreg.autodiff.coverage import gradient_overrides_in, library_function_types, op_types_in, op_types_on_path
+from gradreg.autodiff.coverage import (
+    gradient_overrides_in,
+    library_function_types,
+    op_types_in,
+    op_types_needed,
+    op_types_on_path,
+)
 from gradreg.autodiff.gradients import as_dense_gradients, gradients
+from gradreg.cli_inspect import default_outputs
 from gradreg.cli_ops import cmd_ops, cmd_plugins
 from gradreg.cli_saved_model import cmd_freeze, grad_saved_model, graph_only, inspect_saved_model, run_saved_model
 from gradreg.cli_values import (
@@ -31,12 +39,14 @@ from gradreg.cli_values import (
     save_npz,
     suggestion,
 )
+from gradreg.cli_weights import parse_weights, weight_tensors, zero_gradients_note
 from gradreg.distributed import run_distributed_grad
 from gradreg.errors import FeedError
 from gradreg.formats import format_for_path, formats, load_graph, save_graph
 from gradreg.formats.model_kinds import is_saved_model_dir
 from gradreg.formats.signature_graph import restore_from_saved_model
 from gradreg.model.graph import Graph
+from gradreg.model.model_file import declared_name
 from gradreg.registry import Registry, get_registry
 from gradreg.registry.support import op_support
 from gradreg.runtime.session import Session
@@ -70,18 +80,24 @@ def _session(graph: Graph, args: argparse.Namespace) -> Session:
     return session
 
 
-def _fetch_targets(graph: Graph, specs: Sequence[str] | None) -> list[str]:
-    """``--fetch`` names as the Session takes them: ``x`` is ``x:0``, or the op ``x`` when it
-    has no outputs; unknown names are errors with a suggestion."""
+def _fetch_targets(graph: Graph, specs: Sequence[str] | None) -> list[tuple[str, str]]:
+    """(the name the Session takes, the name printed) of each ``--fetch`` name: ``x`` is ``x:0``,
+    or the op ``x`` when it has no outputs; unknown names are errors with a suggestion. Without
+    --fetch, the outputs ``inspect`` lists (a model file's declared outputs, else the graph's
+    results). A tensor prints under its name in the model file, as ``inspect`` and ``grad`` show it."""
     fetches = [n for spec in specs or [] for n in names(spec)]
     if not fetches:
-        raise UsageError("--fetch needs at least one tensor name")
+        outputs = default_outputs(graph)
+        if not outputs:
+            raise UsageError("the graph has no outputs to run by default: name tensors with --fetch")
+        return [(t.name, declared_name(graph, t)) for t in outputs]
     resolved = []
     for name in fetches:
         if ":" not in name and name in graph and not graph.get_operation(name).outputs:
-            resolved.append(name)                    # an op without outputs: run it
+            resolved.append((name, name))            # an op without outputs: run it
         else:
-            resolved.append(find_tensor(graph, name, "--fetch").name)
+            tensor = find_tensor(graph, name, "--fetch")
+            resolved.append((tensor.name, declared_name(graph, tensor)))
     return resolved
 
 
@@ -91,14 +107,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     graph_only(args, "signature")
     graph = load_graph(args.graph)
     feeds = read_feeds(args.feed, graph)
-    resolved = _fetch_targets(graph, args.fetch)
-    values = _session(graph, args).run(resolved, feeds)
+    targets = _fetch_targets(graph, args.fetch)
+    values = _session(graph, args).run([target for target, _ in targets], feeds)
+    shown = [name for _, name in targets]
     if args.json:
-        print(json.dumps({"outputs": [as_json(n, v) for n, v in zip(resolved, values)]}))
+        print(json.dumps({"outputs": [as_json(n, v) for n, v in zip(shown, values)]}))
     else:
-        print_values(list(zip(resolved, values)), args.threshold)
+        print_values(list(zip(shown, values)), args.threshold)
     if args.output:
-        arrays = {name: _storable(v) for name, v in zip(resolved, values) if v is not None}
+        arrays = {name: _storable(v) for name, v in zip(shown, values) if v is not None}
         save_npz(args.output, arrays)
         if not args.json:
             print(f"wrote {len(arrays)} arrays to {args.output}")
@@ -151,22 +168,24 @@ def cmd_grad(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph)
     ys = find_tensors(graph, args.ys, "--ys")
     xs = find_tensors(graph, args.xs, "--xs")
-    grad_ys = find_tensors(graph, args.grad_ys, "--grad-ys") if args.grad_ys else None
     stop = find_tensors(graph, args.stop, "--stop") if args.stop else None
     if not ys or not xs:
         raise UsageError("--ys and --xs each need at least one tensor name")
-    if grad_ys is not None and len(grad_ys) != len(ys):
-        raise UsageError(f"--grad-ys names {len(grad_ys)} tensors for {len(ys)} ys")
+    grad_ys = _grad_ys(graph, ys, args)
     feeds = read_feeds(args.feed, graph)
     _backend(args.backend)
     with graph.as_default():
         grads = gradients(ys, xs, grad_ys=grad_ys, stop_gradients=stop, unconnected_gradients=args.unconnected,
                           custom_gradient=args.custom_gradient, symmetric_inputs=args.symmetric_inputs)
         grads = as_dense_gradients(grads)
-    values = _grad_values(args, graph, ys, xs, grads, feeds)
+    values = _grad_values(args, graph, ys, xs, grads, feeds, grad_ys)
+    note = None if grad_ys else zero_gradients_note([values.get(g.name) for g in grads if g is not None],
+                                                    names(args.ys))
+    if note:
+        print(f"gradreg grad: note: {note}", file=sys.stderr)
     # (x as the user sees it, its gradient's name) per x, and the names values are shown under
-    rows = [(x.name, None if g is None else g.name) for x, g in zip(xs, grads)]
-    shown = {t.name: t.name for t in [*ys, *(g for g in grads if g is not None)]}
+    rows = [(declared_name(graph, x), None if g is None else g.name) for x, g in zip(xs, grads)]
+    shown = {t.name: declared_name(graph, t) for t in [*ys, *(g for g in grads if g is not None)]}
     if chosen is not None and chosen.write_outputs is not None:
         rows, shown = _save_gradient_model(graph, args, ys, grads, chosen.name, options)
     elif args.output:
@@ -221,13 +240,31 @@ def _save_gradient_model(graph: Graph, args: argparse.Namespace, ys: Sequence[An
     return rows, shown
 
 
+def _grad_ys(graph: Graph, ys: list[Any], args: argparse.Namespace) -> list[Any] | None:
+    """The --grad-ys weights of the ys (None: ones for all): values, or tensors of the graph."""
+    values, tensors = parse_weights(args.grad_ys)
+    if tensors:
+        found = [find_tensor(graph, name, "--grad-ys") for name in tensors]
+        if len(found) != len(ys):
+            raise UsageError(f"--grad-ys names {len(found)} tensors for {len(ys)} ys")
+        return found
+    if not values:
+        return None
+    labels = [[given, y.name, declared_name(graph, y)] for given, y in zip(names(args.ys), ys)]
+    return weight_tensors(graph, ys, labels, values)
+
+
 def _grad_values(args: argparse.Namespace, graph: Graph, ys: list[Any], xs: list[Any], grads: list[Any],
-                 feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+                 feeds: dict[str, np.ndarray], grad_ys: list[Any] | None = None) -> dict[str, Any]:
     """The values of the ys and the gradients with the --feed values, keyed by tensor name: on
     the --dask cluster (data-parallel), else in this process; {} when only -o is wanted."""
     if args.dask is not None:
         if args.symmetric_inputs != "tensorflow":
             raise UsageError("--symmetric-inputs applies to gradients computed in this process, not with --dask")
+        if grad_ys is not None:   # the cluster takes the weights as tensors of the graph, by name
+            if any(t is None for t in grad_ys):
+                raise UsageError("with --dask, --grad-ys gives a weight for every y")
+            args = argparse.Namespace(**{**vars(args), "grad_ys": ",".join(t.name for t in grad_ys)})
         y_values, x_grads = run_distributed_grad(args, graph, feeds)
         return {**y_values, **{g.name: x_grads[x.name] for x, g in zip(xs, grads) if g is not None}}
     if args.output and not args.feed:
@@ -244,7 +281,9 @@ def _grad_values(args: argparse.Namespace, graph: Graph, ys: list[Any], xs: list
 
 def cmd_check(args: argparse.Namespace) -> int:
     """List the op types of a graph that lack an op definition, a kernel (per backend) or a
-    gradient rule; exit 1 if one of them lies on the path from --xs to --ys."""
+    gradient rule; exit 1 if one of them lies on the path from --xs to --ys, or, without them,
+    if the graph's outputs (those ``inspect`` lists) need an op type without a definition or a
+    kernel."""
     graph = load_graph(args.graph)
     registry = get_registry()
     backends = _check_backends(args.backend, registry)
@@ -253,32 +292,47 @@ def cmd_check(args: argparse.Namespace) -> int:
     functions = library_function_types(graph)
     used = op_types_in(graph)
     on_path: dict[str, list[str]] = {}
+    needed: dict[str, list[str]] = {}
     if args.ys:
         on_path = op_types_on_path(find_tensors(graph, args.ys, "--ys"), find_tensors(graph, args.xs, "--xs"))
+    else:
+        needed = op_types_needed(default_outputs(graph))
     rows: list[dict[str, Any]] = []
     for op_type in sorted(set(used) | set(on_path)):
         support = op_support(op_type, backends, library_function=op_type in functions, registry=registry)
         missing = support.missing(backends)
         if missing:
-            rows.append({"op_type": op_type, "nodes": (on_path.get(op_type) or used[op_type])[:3],
-                         "on_path": op_type in on_path, "missing": missing, "hint": support.hint()})
+            runs = missing == ["gradient rule"]
+            rows.append({"op_type": op_type, "nodes": (on_path.get(op_type) or needed.get(op_type)
+                                                       or used[op_type])[:3],
+                         "on_path": op_type in on_path, "needed_by_outputs": op_type in needed and not runs,
+                         "missing": missing, "hint": support.hint()})
     rows += _override_rows(graph, registry, on_path, args.custom_gradient)
-    blocking = [r for r in rows if r["on_path"]]
+    blocking = [r for r in rows if r["on_path"] or r.get("needed_by_outputs")]
     if args.json:
         print(json.dumps({"backends": list(backends), "op_types": len(used), "incomplete": rows,
-                          "path_checked": bool(args.ys), "path_ok": not blocking}, indent=2))
+                          "path_checked": bool(args.ys), "path_ok": not blocking,
+                          "outputs_checked": not args.ys, "outputs_ok": not blocking}, indent=2))
         return 1 if blocking else 0
+    _print_check(args, used, backends, rows, blocking)
+    return 1 if blocking else 0
+
+
+def _print_check(args: argparse.Namespace, used: dict[str, list[str]], backends: Sequence[str],
+                 rows: list[dict[str, Any]], blocking: list[dict[str, Any]]) -> None:
     print(f"graph: {args.graph}: {len(used)} op types (functions included); backends: {', '.join(backends)}")
     if not rows:
         print("every op type has an op definition, kernels and a gradient rule")
     for r in rows:
-        where = "ON PATH " if r["on_path"] else ""
+        where = "ON PATH " if r["on_path"] else "NEEDED " if r.get("needed_by_outputs") else ""
         hint = f"; {r['hint']}" if r["hint"] else ""
         print(f"  {where}{r['op_type']}: no {', '.join(r['missing'])} (e.g. {', '.join(r['nodes'])}){hint}")
     if args.ys:
         print(f"path {args.xs} -> {args.ys}: " + (f"{len(blocking)} op types cannot be run or differentiated"
                                                    if blocking else "ok"))
-    return 1 if blocking else 0
+    else:
+        count = f"{len(blocking)} op type" + ("" if len(blocking) == 1 else "s")
+        print("outputs: " + (f"{count} (NEEDED) cannot be run" if blocking else "every op they need can run"))
 def _override_rows(graph: Graph, registry: Registry, on_path: dict[str, list[str]], mode: str) -> list[dict[str, Any]]:
     """Rows for nodes naming a gradient (_gradient_op_type) this process does not have: no
     gradient rule for them, unless --custom-gradient forward differentiates them by op type."""

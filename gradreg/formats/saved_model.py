@@ -61,7 +61,8 @@ def variables_reader(export_dir: str, granted: Sequence[str] = ()) -> BundleRead
     (nor under the ``granted`` directories): a linked ``variables/`` or data file leading out
     is a FileAccessError naming the directory (gradreg.file_access)."""
     export_dir = os.fspath(export_dir)
-    return BundleReader(variables_prefix(export_dir), FileAccess(export_dir, granted).reader(
+    # absolute: the reader resolves a relative path against the model, and this one is the caller's
+    return BundleReader(os.path.abspath(variables_prefix(export_dir)), FileAccess(export_dir, granted).reader(
         f"SavedModel '{export_dir}'"))
 
 
@@ -81,10 +82,11 @@ def read_saved_model(export_dir: str) -> saved_model_pb2.SavedModel:
                               f"holding {SAVED_MODEL_PB} and {VARIABLES_DIR}/)")
     binary, text = (os.path.join(export_dir, name) for name in (SAVED_MODEL_PB, SAVED_MODEL_PBTXT))
     inside = FileAccess(export_dir).reader(f"SavedModel '{export_dir}'")
+    # absolute paths: the reader resolves a relative one against the model, and these are the caller's
     if os.path.exists(binary):
-        saved_model = _parse_binary(inside(binary))
+        saved_model = _parse_binary(inside(os.path.abspath(binary)))
     elif os.path.exists(text):
-        saved_model = _parse_text(inside(text))
+        saved_model = _parse_text(inside(os.path.abspath(text)))
     else:
         raise SavedModelError(f"{export_dir}: not a SavedModel (no {SAVED_MODEL_PB} or {SAVED_MODEL_PBTXT})"
                               + _directory_hint(export_dir))

@@ -53,6 +53,7 @@ from gradreg.model.graph import Graph, Operation, Tensor, import_graph_def
 from gradreg.model.shapes import TensorShape
 from gradreg.model.tensor_util import to_ndarray
 from gradreg.model.traversal import needed_ops
+from gradreg.progress import task
 from gradreg.proto import graph_pb2, meta_graph_pb2, saved_object_graph_pb2, variable_pb2
 from gradreg.runtime.session import Session
 from gradreg.training.variables import GraphKeys, variable_from_op
@@ -482,14 +483,19 @@ def _restore(model: LoadedSavedModel) -> None:
         raise CheckpointError(f"{index_path(prefix)}: missing, but the SavedModel has "
                               f"{len(model.model_variables)} variables")
     reader = sm.variables_reader(model.path, model.session.context.files.granted)
-    for entry in model.model_variables.values():
-        key = entry.source.key
-        if key not in reader:
-            raise CheckpointError(f"{prefix}: no value '{key}' for variable '{entry.name}'")
-        value = reader.read(key)
-        if entry.source.slice_spec:
-            value = value[slice_region(entry.source.slice_spec, value.shape, key)]
-        _assign(model.session, entry, value, reader.prefix)
+    with task(_log, f"restoring the variables of {model.path}", len(model.model_variables), "variables") as progress:
+        for entry in model.model_variables.values():
+            key = entry.source.key
+            if key not in reader:
+                raise CheckpointError(f"{prefix}: no value '{key}' for variable '{entry.name}'")
+            value = reader.read(key)
+            if entry.source.slice_spec:
+                value = value[slice_region(entry.source.slice_spec, value.shape, key)]
+            _assign(model.session, entry, value, reader.prefix)
+            progress.advance()
+
+
+_log = "formats"   # the logger gradreg.formats (gradreg.progress)
 
 
 def _assign(session: Session, entry: ModelVariable, value: np.ndarray, prefix: str) -> None:

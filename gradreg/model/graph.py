@@ -32,6 +32,7 @@ from gradreg.model.opdefs import LIBRARY_FUNCTION, OpDefinition, definition_from
 from gradreg.model.shape_inference import NOT_COMPUTED, infer_shapes
 from gradreg.model.shapes import TensorShape
 from gradreg.model.traversal import topological_order
+from gradreg.progress import task
 from gradreg.proto import function_pb2, graph_pb2, node_def_pb2
 
 _MISSING = object()
@@ -970,26 +971,48 @@ def import_graph_def(graph_def: graph_pb2.GraphDef, source: str = "GraphDef",
     g._template.ClearField("node")
     if library is not None:
         g._library = library
-    ops = g._add_imported_nodes(graph_def, source)
-    # Output dtypes need attrs only; an unknown op's outputs appear as they are referenced.
-    for op in ops:
-        if op.definition is not None:
-            _check_attr_kinds(op, source)
+    # Function bodies and small graphs import in no time: only a big graph reports its progress.
+    progress = task(_log, f"importing {source} ({len(graph_def.node)} nodes)", 3 * len(graph_def.node), "steps") \
+        if len(graph_def.node) >= _REPORTED_IMPORT else contextlib.nullcontext(_NO_PROGRESS)
+    with progress as steps:
+        ops = g._add_imported_nodes(graph_def, source)
+        # Output dtypes need attrs only; an unknown op's outputs appear as they are referenced.
+        for op in ops:
+            if op.definition is not None:
+                _check_attr_kinds(op, source)
+                try:
+                    g._init_outputs(op)
+                except GraphError as exc:
+                    raise GraphError(f"{source}: {exc}") from None
+            steps.advance()
+        for op in ops:
+            _link_imported_inputs(op, g._ops_by_name, source)
+            steps.advance()
+        order = topological_order(ops, source)
+        for op in order:
             try:
-                g._init_outputs(op)
+                g._check_input_types(op)
+                infer_shapes(op)
             except GraphError as exc:
-                raise GraphError(f"{source}: {exc}") from None
-    for op in ops:
-        _link_imported_inputs(op, g._ops_by_name, source)
-    order = topological_order(ops, source)
-    for op in order:
-        try:
-            g._check_input_types(op)
-            infer_shapes(op)
-        except GraphError as exc:
-            raise type(exc)(f"{source}: {exc}") from None
-    refine_loop_shapes(order)   # static shapes of v1 loop variables, which one pass cannot see
+                raise type(exc)(f"{source}: {exc}") from None
+            steps.advance()
+        refine_loop_shapes(order)   # static shapes of v1 loop variables, which one pass cannot see
     return g
+
+
+_log = "model"   # the logger gradreg.model (gradreg.progress)
+_REPORTED_IMPORT = 500   # nodes: a graph this big reports the progress of its import
+
+
+class _NoProgress:
+    """Task.advance for imports too small to report."""
+
+    @staticmethod
+    def advance(count: int = 1) -> None:
+        pass
+
+
+_NO_PROGRESS = _NoProgress()
 
 
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")

@@ -20,9 +20,12 @@ from gradreg.file_access import FileAccess
 from gradreg.model import dtypes
 from gradreg.model.graph import Graph, Operation, Tensor, get_default_graph
 from gradreg.model.indexed_slices import IndexedSlices, IndexedSlicesValue
+from gradreg.progress import task
 from gradreg.registry import get_registry
 from gradreg.runtime.context import SessionContext
 from gradreg.runtime.executor import Executor
+
+_log = "runtime"   # the logger gradreg.runtime (gradreg.progress)
 
 
 def default_backend() -> str:
@@ -132,7 +135,8 @@ class Session:
             if t in feeds:
                 raise FeedError(f"tensor {t.name} is fed twice")
             feeds.append(t)
-        plan = self.executor.compile(fetches, feeds)
+        with task(_log, "compiling the plan"):
+            plan = self.executor.compile(fetches, feeds)
         return plan, [_feed_converter(t) for t in feeds]
 
     def _resolve_fetch(self, fetch: Any) -> Tensor | Operation:

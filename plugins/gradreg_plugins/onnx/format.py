@@ -36,14 +36,18 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+import gradreg_plugins.onnx as family_package
 from gradreg.errors import GraphFileError
 from gradreg.formats import atomic_write
 from gradreg.model.graph import Graph, Tensor
+from gradreg.model.model_file import MODEL_FILE
+from gradreg.progress import task
 from gradreg.registry.extensions import GraphFormat
 from gradreg.registry.hookspecs import hookimpl
 from gradreg_plugins.onnx.schemas import INSTALL_HINT
 
 ONNX_SUFFIXES = (".onnx",)
+_log = "onnx"   # the logger gradreg.onnx (gradreg.progress)
 
 __all__ = ["FORMAT", "INSTALL_HINT", "graph_to_model", "load_onnx", "looks_like_onnx", "model_info", "model_to_graph",
            "read_model", "save_onnx"]
@@ -57,7 +61,7 @@ def _importer(where: str) -> ModuleType:
         # package (which the importer needs) is imported when a model is first read or written
         import onnx  # noqa: F401
 
-        from gradreg_plugins.onnx import importer, opset
+        from gradreg_plugins.onnx import declared, importer, opset  # noqa: F401  (declared: see _declarations)
     except ImportError as exc:
         if not (exc.name or "").startswith("onnx"):
             raise
@@ -110,8 +114,22 @@ def model_to_graph(model: Any, source: str = "<ModelProto>", *, check: bool = Tr
                    base_dir: str | os.PathLike | None = None) -> Graph:
     """Build a Graph from a ModelProto (checked, converted and shape-inferred first); external
     data the model still refers to is read from ``base_dir`` (ExternalDataError without one)."""
-    graph: Graph = _importer(source).model_to_graph(model, source, check=check, base_dir=base_dir)
+    importer = _importer(source)
+    declarations = _declarations()
+    facts = declarations.model_facts(model)
+    with task(_log, f"reading {source} (onnx's checker, opset conversion, shape inference, import)"):
+        graph: Graph = importer.model_to_graph(model, source, check=check, base_dir=base_dir)
+    declared = declarations.model_file_of(graph, facts)
+    if declared is not None:
+        graph.resources[MODEL_FILE] = declared
     return graph
+
+
+def _declarations() -> ModuleType:
+    """gradreg_plugins.onnx.declared (what a model declares, for ``gradreg inspect``), which
+    :func:`_importer` loads with the importer: it needs the onnx package too."""
+    module: ModuleType = family_package.declared
+    return module
 
 
 def model_info(graph: Graph) -> Any:

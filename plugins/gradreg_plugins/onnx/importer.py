@@ -36,6 +36,7 @@ from gradreg.model import dtypes, tensor_util
 from gradreg.model.dtypes import DType
 from gradreg.model.graph import Graph, Tensor
 from gradreg.model.shapes import TensorShape
+from gradreg.progress import task
 from gradreg_plugins.onnx.external_data import load_external_data
 from gradreg_plugins.onnx.nodes import argument_attrs, dtype_of_type, tensor_dtype
 from gradreg_plugins.onnx.opset import first_lines, to_family_opset
@@ -45,6 +46,7 @@ from gradreg_plugins.onnx.shapes import IMPORTING, shape_of_type
 from gradreg_plugins.onnx.subgraphs import function_def, unique_function_name
 
 MODEL_INFO = "onnx.model"        # key of Graph.resources holding the OnnxModelInfo
+_log = "onnx"   # the logger gradreg.onnx (gradreg.progress)
 NODE_NAME_ATTR = "_onnx_node_name"   # the ONNX node's name, when it differs from the op's
 _INVALID = re.compile(r"[^A-Za-z0-9_./-]")
 
@@ -208,11 +210,12 @@ class Importer:
     def run(self) -> Graph:
         g = self.model.graph
         scope = _Scope(self.graph, None, _value_types(g), self.source, aliases=True)
-        with self.graph.as_default():
+        with self.graph.as_default(), task(_log, f"importing {self.source}", len(g.node), "nodes") as progress:
             self._initializers(g, scope)
             self._inputs(g, scope)
             for node in g.node:
                 self.convert_node(node, scope)
+                progress.advance()
         for out in g.output:
             tensor = scope.lookup(out.name, "the graph's output list")
             self.info.outputs.append((out.name, tensor))

@@ -44,7 +44,7 @@ CASE_MODULES = ["cases_math", "cases_array", "cases_nn", "cases_linalg", "cases_
                 "cases_sparse", "cases_control", "cases_misc"]
 
 
-# Differentiable op types of the census (tools/tf_gradient_registry.json, outside the excluded
+# Differentiable op types of the census (gradreg/registry/tf_gradient_registry.json, outside the excluded
 # infrastructure) that no case builds, and why. main() refuses to run if an op type is neither
 # covered by a case nor listed here.
 NO_CASE = {
@@ -63,7 +63,7 @@ NO_CASE = {
 
 
 def check_every_op_has_a_case() -> None:
-    census = json.loads((HERE.parent.parent.parent / "tools" / "tf_gradient_registry.json").read_text())
+    census = json.loads((HERE.parent.parent.parent / "gradreg" / "registry" / "tf_gradient_registry.json").read_text())
     wanted = {op for op, e in census["ops"].items() if e["tf"] == "differentiable" and not e["excluded"]}
     have = {op for c in CASES for op in (c.op, *c.covers)}
     lacking = sorted(wanted - have - set(NO_CASE))
@@ -343,7 +343,7 @@ def write_opdefs() -> None:
     so the tests compare gradreg's definitions with TensorFlow's without TensorFlow."""
     from tensorflow.core.framework import op_def_pb2
     from tensorflow.python.framework import op_def_registry
-    census = json.loads((HERE.parent.parent.parent / "tools" / "tf_gradient_registry.json").read_text())
+    census = json.loads((HERE.parent.parent.parent / "gradreg" / "registry" / "tf_gradient_registry.json").read_text())
     names = set(census["ops"])
     for path in HERE.glob("*.json"):
         if path.name != "index.json":
