@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from gradreg import config, deadline
 from gradreg.errors import FeedError, FetchError, GradregError
 from gradreg.model import dtypes
 from gradreg.model.graph import Graph, Operation, Tensor, get_default_graph
@@ -44,12 +45,15 @@ class Session:
     (slower; the test suite turns it on with GRADREG_CHECK_OUTPUTS=1);
     ``loop_iteration_limit`` bounds every while loop (default
     ``gradreg.config.max_loop_iterations``, 10**7 unless GRADREG_MAX_LOOP_ITERATIONS says
-    otherwise; 0: no limit).
+    otherwise; 0: no limit); ``loop_timeout`` the seconds each loop may run (default
+    ``gradreg.config.loop_timeout``, 10); ``timeout`` the seconds each run may take (default
+    ``gradreg.config.timeout``, none; ``run(..., timeout=)`` for one run; see gradreg.deadline).
     """
 
     def __init__(self, graph: Graph | None = None, *, max_elements: int | None = None,
                  backend: str | None = None, check_outputs: bool | None = None,
-                 loop_iteration_limit: int | None = None):
+                 loop_iteration_limit: int | None = None, loop_timeout: float | None = None,
+                 timeout: float | None = None):
         self.graph = graph if graph is not None else get_default_graph()
         self.backend = backend or default_backend()
         chosen = get_registry().backend(self.backend)     # GradregError naming the known backends
@@ -58,8 +62,9 @@ class Session:
         self.check_outputs = check_outputs
         self.resources: dict[str, Any] = {}
         self.context = SessionContext(self.graph, max_elements, self.backend, self.resources, session=self,
-                                     loop_iteration_limit=loop_iteration_limit)
+                                     loop_iteration_limit=loop_iteration_limit, loop_timeout=loop_timeout)
         self.loop_iteration_limit = self.context.loop_iteration_limit
+        self.timeout = config.timeout if timeout is None else float(timeout)
         self.executor: Executor = chosen.create_executor(self.context, check_outputs)
         self.context.executor = self.executor   # library functions run on the same executor
         self._plans: dict[tuple[Any, ...], tuple[Callable[..., Any], list[Callable[..., Any]]]] = {}
@@ -71,11 +76,12 @@ class Session:
         """The GraphDef of the session's graph (TensorFlow's Session.graph_def)."""
         return self.graph.as_graph_def()
 
-    def run(self, fetches: Any, feed_dict: dict[Any, Any] | None = None) -> Any:
+    def run(self, fetches: Any, feed_dict: dict[Any, Any] | None = None, *, timeout: float | None = None) -> Any:
         """Evaluate ``fetches`` (a Tensor, Operation or name, or a list/tuple/dict of them)
         given ``feed_dict`` (tensor or name -> value). Operations fetch as None; an
         IndexedSlices fetches as an :class:`~gradreg.model.indexed_slices.IndexedSlicesValue`
-        (values, indices, dense_shape), as in TensorFlow."""
+        (values, indices, dense_shape), as in TensorFlow. ``timeout``: the seconds this run may
+        take (default: the session's; DeadlineExceededError past it)."""
         if self._closed:
             raise GradregError("this Session is closed")
         flat, rebuild = _flatten(fetches)
@@ -88,7 +94,7 @@ class Session:
             self._plans[key] = cached
         plan, converters = cached
         values = [convert(feed_dict[k]) for convert, k in zip(converters, feed_keys)]
-        return rebuild(_as_fetched(plan(values)))
+        return rebuild(_as_fetched(self._call(plan, values, timeout)))
 
     def make_callable(self, fetches: Any, feed_list: Sequence[Any] = ()) -> Callable[..., Any]:
         """A function ``f(*feed_values)`` running ``fetches`` with the plan compiled once."""
@@ -98,7 +104,7 @@ class Session:
         def run(*values: Any) -> Any:
             if len(values) != len(converters):
                 raise FeedError(f"expected {len(converters)} feed values, got {len(values)}")
-            return rebuild(_as_fetched(plan([c(v) for c, v in zip(converters, values)])))
+            return rebuild(_as_fetched(self._call(plan, [c(v) for c, v in zip(converters, values)], None)))
         return run
 
     def plan_for(self, fetches: Any, feeds: Sequence[Any] = ()) -> Any:
@@ -119,6 +125,18 @@ class Session:
         self.close()
 
     # -- internals -----------------------------------------------------------------
+    def _call(self, plan: Callable[..., Any], values: list[Any], timeout: float | None) -> Any:
+        """``plan(values)`` under the run's deadline, if it has one (see gradreg.deadline)."""
+        call_deadline = deadline.for_call(self.timeout if timeout is None else timeout)
+        if call_deadline is None:
+            return plan(values)
+        deadlines = self.context.deadlines
+        deadlines.enter(call_deadline)
+        try:
+            return plan(values)
+        finally:
+            deadlines.leave(call_deadline)
+
     def _compile(self, flat: list[Any], feed_keys: list[Any]) -> tuple[Callable[..., Any], list[Callable[..., Any]]]:
         fetches = [self._resolve_fetch(f) for f in flat]
         feeds: list[Tensor] = []
