@@ -44,7 +44,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from gradreg import config
+from gradreg import config, deadline
 from gradreg.cli_inspect import graph_summary, node_lines, summary_lines
 from gradreg.cli_values import PRINT_THRESHOLD, UsageError, describe, names, read_feeds, tensor_name
 from gradreg.cli_view import add_view_commands
@@ -344,14 +344,41 @@ _LIMIT_FLAGS = [
     ("--max-nodes", "max_nodes", "refuse graph files (and function bodies) with more than N nodes"),
     ("--max-function-depth", "max_function_depth", "refuse library functions nested more than N calls deep"),
     ("--max-op-arity", "max_op_arity", "refuse nodes with more than N inputs or outputs"),
+    ("--loop-timeout", "loop_timeout", "stop any loop after SECONDS of wall-clock time (0: no limit)"),
+    ("--timeout", "timeout", "stop the command, loading included, after SECONDS of wall-clock time (0: no limit)"),
 ]
+_SECONDS = frozenset({"loop_timeout", "timeout"})
 
 
 def _add_limits(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("resource limits (defaults from the GRADREG_MAX_* variables)")
+    group = parser.add_argument_group("resource limits (defaults from the GRADREG_MAX_* and GRADREG_*TIMEOUT "
+                                      "variables)")
     for flag, attribute, text in _LIMIT_FLAGS:
-        group.add_argument(flag, type=_non_negative, default=None, metavar="N",
-                           help=f"{text} (default {getattr(config, attribute):,})")
+        if attribute in _SECONDS:
+            default = _command_timeout() if attribute == "timeout" else config.loop_timeout
+            group.add_argument(flag, type=_seconds, default=None, metavar="SECONDS",
+                               help=f"{text} (default {default:g})")
+        else:
+            group.add_argument(flag, type=_non_negative, default=None, metavar="N",
+                               help=f"{text} (default {getattr(config, attribute):,})")
+
+
+def _command_timeout() -> float:
+    """A command's time limit when --timeout does not say: GRADREG_TIMEOUT's, or the one set in
+    gradreg.config, else the command line's default (gradreg.config explains the choice)."""
+    if "GRADREG_TIMEOUT" in os.environ or config.timeout != config.DEFAULT_TIMEOUT:
+        return config.timeout
+    return config.CLI_DEFAULT_TIMEOUT
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number of seconds: {text!r}")
+    return value
 
 
 def _non_negative(text: str) -> int:
@@ -367,15 +394,18 @@ def _non_negative(text: str) -> int:
 @contextlib.contextmanager
 def _limits_applied(args: argparse.Namespace) -> Iterator[None]:
     """The limit flags given set gradreg.config while the command runs (restored afterwards, for
-    callers of main() in-process)."""
+    callers of main() in-process), and the command runs under its time limit (gradreg.deadline)."""
     attributes = ["max_elements"] + [attribute for _, attribute, _ in _LIMIT_FLAGS]
     saved = {attribute: getattr(config, attribute) for attribute in attributes}
+    if getattr(args, "timeout", None) is None:
+        args.timeout = _command_timeout()
     for attribute in attributes:
         value = getattr(args, attribute, None)
         if value is not None:
             setattr(config, attribute, value)
     try:
-        yield
+        with deadline.time_limit(config.timeout):
+            yield
     finally:
         for attribute, value in saved.items():
             setattr(config, attribute, value)
