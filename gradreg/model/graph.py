@@ -996,12 +996,7 @@ def import_graph_def(graph_def: graph_pb2.GraphDef, source: str = "GraphDef",
         g._library = library
     importer = _Importer(g, source, n)
     with _collector_paused():
-        ops = importer.add_nodes(node_bytes)
-        importer.link(ops)
-        # Nodes written in an order of their edges (as TensorFlow and gradreg write them) are
-        # checked in that order; others are sorted first (which finds a cycle, if there is one).
-        order = ops if importer.in_order else topological_order(ops, source)
-        importer.check(order)
+        order = importer.run(node_bytes)
         refine_loop_shapes(order)   # static shapes of v1 loop variables, which one pass cannot see
     return g
 
@@ -1021,70 +1016,81 @@ def _collector_paused() -> Iterator[None]:
 
 
 class _Importer:
-    """import_graph_def's passes over the nodes: an Operation for each (its attrs checked and its
-    outputs made: once for all nodes with the same attrs), inputs resolved, then in topological
-    order each node's input dtypes checked and its shapes inferred."""
+    """import_graph_def's work, node by node: an Operation for each (its attrs checked and decoded,
+    its outputs made: once for all nodes with the same attrs), its inputs resolved, its input
+    dtypes checked and its shapes inferred. A file lists nodes after their inputs as TensorFlow
+    and gradreg write them, and then one pass does it all; from the first node whose input comes
+    later (a loop's back edge, a hand-made file), the rest is linked once every node is read,
+    sorted (which finds a cycle, if there is one) and checked in that order."""
 
     def __init__(self, graph: Graph, source: str, n: int):
         self.graph = graph
         self.source = source
         self.n = n
-        # Each node's inputs, flat: the producer when the input names output 0 of a node read
-        # before it, else the input's text; and how many each node has.
-        self.inputs: list[Operation | str] = []
-        self.counts: list[int] = []
-        self.in_order = False
+        self.shared: dict[tuple[str, bytes], _SharedAttrs] = {}
+        self.definitions: dict[str, Any] = {}
 
     def in_time(self, i: int, what: str) -> None:
         """Check the current deadline (the callers do, every 4,096 nodes)."""
         deadline.check(self.source, f"while loading ({what} node {i + 1:,} of {self.n:,})")
 
-    def add_nodes(self, node_bytes: Sequence[bytes]) -> list[Operation]:
-        g, source = self.graph, self.source
-        by_name, all_ops = g._ops_by_name, g._ops
-        definitions: dict[str, Any] = {}
-        shared: dict[tuple[str, bytes], _SharedAttrs] = {}
-        inputs, counts = self.inputs, self.counts
-        ops: list[Operation] = []
-        op_id = g._last_id
-        in_order = True      # whether every node's inputs come before it
+    def run(self, node_bytes: Sequence[bytes]) -> list[Operation]:
+        """Import every node; returns them in a topological order."""
+        g = self.graph
+        by_name, first = g._ops_by_name, len(g._ops)
+        deferred: list[tuple[Operation, list[str]]] = []    # nodes to link once all are read
         for i, raw in enumerate(node_bytes):
             if not i & 4095:
                 self.in_time(i, "reading")
-            head = read_head(raw)
-            name, op_type, texts, _, attrs = head if head is not None else read_parsed(
-                node_def_pb2.NodeDef.FromString(raw))
-            if not name or not name.isprintable():
-                _check_node_name(name, op_type, source)
-            if name in by_name:
-                raise GraphError(f"{source}: duplicate node name '{name}'")
-            definition = definitions.get(op_type, _MISSING)
-            if definition is _MISSING:
-                _check_node_name(name, op_type, source)
-                definition = definitions[op_type] = g.definition_for(op_type)
-            op_id += 1
-            op = Operation(g, name, op_type, op_id, definition, raw)
-            if definition is not None:
-                attr_values = shared.get((op_type, attrs))
-                if attr_values is None:
-                    attr_values = shared[(op_type, attrs)] = self.first_of_its_kind(op, attrs)
-                op._attr_cache = attr_values
-                op.outputs = [Tensor(op, k, dt) for k, dt in enumerate(attr_values.output_dtypes)]
-            for text in texts:
-                producer = by_name.get(text) if ":" not in text and text[:1] != "^" else None
-                if producer is None:
-                    inputs.append(text)
-                    in_order = in_order and parse_input_name(text)[0] in by_name
-                else:
-                    inputs.append(producer)
-            counts.append(len(texts))
-            all_ops.append(op)
-            by_name[name] = op      # after its inputs: a node reading itself is a cycle
-            ops.append(op)
-        g._last_id = op_id
+            op, texts = self.add(raw)
+            if by_name.setdefault(op.name, op) is not op:
+                raise GraphError(f"{self.source}: duplicate node name '{op.name}'")
+            g._ops.append(op)
+            if deferred or not self.link(op, texts, by_name, tentative=True):
+                deferred.append((op, texts))
+                continue
+            self.check(op)
         g._names_pending = True
-        self.in_order = in_order
-        return ops
+        ops = g._ops[first:]
+        if not deferred:
+            return ops
+        for i, (op, texts) in enumerate(deferred):
+            if not i & 4095:
+                self.in_time(i, "linking")
+            self.link(op, texts, by_name, tentative=False)
+        order = topological_order(ops, self.source)
+        waiting = {op for op, _ in deferred}
+        for i, op in enumerate(order):
+            if not i & 4095:
+                self.in_time(i, "checking")
+            if op in waiting:
+                self.check(op)
+        return order
+
+    def add(self, raw: bytes) -> tuple[Operation, list[str]]:
+        """The Operation of a node's bytes (not yet in the graph), with its outputs, and its inputs'
+        texts."""
+        g, source = self.graph, self.source
+        head = read_head(raw)
+        name, op_type, texts, _, attrs = head if head is not None else read_parsed(
+            node_def_pb2.NodeDef.FromString(raw))
+        if not name or not name.isprintable():
+            _check_node_name(name, op_type, source)
+        definition = self.definitions.get(op_type, _MISSING)
+        if definition is _MISSING:
+            _check_node_name(name, op_type, source)
+            definition = self.definitions[op_type] = g.definition_for(op_type)
+        g._last_id += 1
+        op = Operation(g, name, op_type, g._last_id, definition, raw)
+        if definition is not None:
+            attr_values = self.shared.get((op_type, attrs))
+            if attr_values is None:
+                attr_values = self.shared[(op_type, attrs)] = self.first_of_its_kind(op, attrs)
+            op._attr_cache = attr_values
+            dtypes = attr_values.output_dtypes
+            op.outputs = [Tensor(op, 0, dtypes[0])] if len(dtypes) == 1 else [
+                Tensor(op, k, dt) for k, dt in enumerate(dtypes)]
+        return op, texts
 
     def first_of_its_kind(self, op: Operation, attrs: bytes) -> _SharedAttrs:
         """The first node with these attrs (and op type): they are checked (kinds, counts) and
@@ -1101,65 +1107,62 @@ class _Importer:
                              f"{exc}") from None
         return attr_values
 
-    def link(self, ops: list[Operation]) -> None:
-        """Resolve each node's inputs to tensors and control inputs, in the order of the file."""
-        by_name, source, inputs = self.graph._ops_by_name, self.source, self.inputs
-        start = 0
-        for i, (op, count) in enumerate(zip(ops, self.counts)):
-            if not i & 4095:
-                self.in_time(i, "linking")
-            data: list[Tensor] = []
-            controls: list[Operation] = []
-            for item in inputs[start:start + count]:
-                if isinstance(item, Operation):
-                    if controls:
-                        raise GraphError(f"{source}: {describe_node(op.name, op.type)} lists data input "
-                                         f"'{item.name}' after a control input")
-                    data.append(_resolve_output(item, 0, op, item.name, source))
-                    continue
-                name, port, is_control = parse_input_name(item)
-                producer = by_name.get(name)
-                if producer is None:
-                    raise GraphError(f"{source}: {describe_node(op.name, op.type)} has input '{shown(item)}' "
-                                     f"naming missing node '{shown(name)}'")
-                if is_control:
-                    controls.append(producer)
-                    producer._add_control_output(op)
-                elif controls:
-                    raise GraphError(f"{source}: {describe_node(op.name, op.type)} lists data input '{item}' "
-                                     f"after a control input")
-                else:
-                    data.append(_resolve_output(producer, port, op, item, source))
-            start += count
+    def link(self, op: Operation, texts: list[str], by_name: dict[str, Operation], tentative: bool) -> bool:
+        """Resolve ``op``'s inputs to tensors and control inputs. ``tentative``: if one names a
+        node not read yet (or ``op`` itself), change nothing and return False."""
+        source = self.source
+        data: list[Tensor] = []
+        controls: list[Operation] = []
+        for text in texts:
+            producer = by_name.get(text) if ":" not in text and text[:1] != "^" else None
+            if producer is not None and producer is not op and producer.outputs and not controls:
+                data.append(producer.outputs[0])       # the commonest input: output 0 of a node before
+                continue
+            name, port, is_control = parse_input_name(text)
+            producer = by_name.get(name)
+            if tentative and (producer is None or producer is op):
+                return False
+            if producer is None:
+                raise GraphError(f"{source}: {describe_node(op.name, op.type)} has input '{shown(text)}' "
+                                 f"naming missing node '{shown(name)}'")
+            if is_control:
+                controls.append(producer)
+            elif controls:
+                raise GraphError(f"{source}: {describe_node(op.name, op.type)} lists data input '{text}' "
+                                 f"after a control input")
+            else:
+                data.append(_resolve_output(producer, port, op, text, source))
+        if data:
             op.inputs = tuple(data)
-            if controls:
-                op._control_inputs = controls
             for t in data:
                 t._consumers.append(op)
-        self.inputs, self.counts = [], []
+        if controls:
+            op._control_inputs = controls
+            for c in controls:
+                c._add_control_output(op)
+        return True
 
-    def check(self, order: list[Operation]) -> None:
-        """In topological order: each node's input dtypes and attr constraints (once for the
-        nodes sharing attrs), and its output shapes."""
-        for i, op in enumerate(order):
-            if not i & 4095:
-                self.in_time(i, "checking")
-            try:
-                attr_values = op._attr_cache
-                if type(attr_values) is _SharedAttrs:
-                    expected = attr_values.input_dtypes
-                    if expected is None:
-                        expected = _expected_input_types(op)
-                        _check_input_dtypes(op, expected)
-                        _check_constrained_attrs(op)
-                        attr_values.input_dtypes = expected
-                    else:
-                        _check_input_dtypes(op, expected)
-                elif op.definition is not None:
-                    self.graph._check_input_types(op)
-                infer_shapes(op)
-            except GraphError as exc:
-                raise type(exc)(f"{self.source}: {exc}") from None
+    def check(self, op: Operation) -> None:
+        """``op``'s input dtypes and attr constraints (once for the nodes sharing its attrs), and
+        its output shapes."""
+        try:
+            attr_values = op._attr_cache
+            if type(attr_values) is _SharedAttrs:
+                expected = attr_values.input_dtypes
+                if expected is None:
+                    expected = _expected_input_types(op)
+                    _check_input_dtypes(op, expected)
+                    _check_constrained_attrs(op)
+                    attr_values.input_dtypes = expected
+                else:
+                    inputs = op.inputs
+                    if len(inputs) != len(expected) or any(t.dtype is not w for w, t in zip(expected, inputs)):
+                        _check_input_dtypes(op, expected)    # (the input dtypes as expected: nothing to say)
+            elif op.definition is not None:
+                self.graph._check_input_types(op)
+            infer_shapes(op)
+        except GraphError as exc:
+            raise type(exc)(f"{self.source}: {exc}") from None
 
 
 def _check_node_name(name: str, op_type: str, source: str) -> None:
