@@ -21,7 +21,6 @@ from _timing import report_load
 
 import gradreg as gr
 
-
 _SCALAR_ARGS = "".join(
     f'arg_attr {{ key: {i} value {{ attr {{ key: "_output_shapes" value {{ list {{ shape {{}} }} }} }} }} }} '
     for i in range(3))
@@ -41,8 +40,10 @@ function {{
              attr {{ key: "value" value {{ tensor {{ dtype: DT_INT64 tensor_shape {{}} int64_val: 1 }} }} }} }}
   node_def {{ name: "onef" op: "Const" attr {{ key: "dtype" value {{ type: DT_FLOAT }} }}
              attr {{ key: "value" value {{ tensor {{ dtype: DT_FLOAT tensor_shape {{}} float_val: 1 }} }} }} }}
-  node_def {{ name: "next" op: "AddV2" input: "i" input: "one:output:0" attr {{ key: "T" value {{ type: DT_INT64 }} }} }}
-  node_def {{ name: "sum" op: "AddV2" input: "x" input: "onef:output:0" attr {{ key: "T" value {{ type: DT_FLOAT }} }} }}
+  node_def {{ name: "next" op: "AddV2" input: "i" input: "one:output:0"
+             attr {{ key: "T" value {{ type: DT_INT64 }} }} }}
+  node_def {{ name: "sum" op: "AddV2" input: "x" input: "onef:output:0"
+             attr {{ key: "T" value {{ type: DT_FLOAT }} }} }}
   ret {{ key: "i2" value: "next:z:0" }} ret {{ key: "n2" value: "n" }} ret {{ key: "x2" value: "sum:z:0" }}
   {_SCALAR_ARGS}
 }}

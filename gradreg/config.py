@@ -29,6 +29,11 @@ attribute                environment variable          default          what it 
                                                        command line     ``load_graph``, a whole command
 =======================  ============================  ===============  =============================
 
+``allow_files`` (``GRADREG_ALLOW_FILES``, directories separated by ``os.pathsep``; ``--allow-files
+DIR`` on the command line; default none) lists the directories a graph's file ops (SaveV2,
+RestoreV2, MergeV2Checkpoints) may read and write besides the model's own root, which they may
+only read (gradreg.file_access, docs/security.md).
+
 Time is bounded by wall-clock deadlines (:mod:`gradreg.deadline`), checked between nodes, at
 each loop iteration and at each library function call -- not inside one kernel, which runs to
 its end (its size is bounded by ``max_elements``). The defaults are chosen as follows.
@@ -111,6 +116,7 @@ max_op_arity: int = _env_int("GRADREG_MAX_OP_ARITY", DEFAULT_MAX_OP_ARITY)
 # Seconds; 0 turns the limit off.
 loop_timeout: float = _env_seconds("GRADREG_LOOP_TIMEOUT", DEFAULT_LOOP_TIMEOUT)
 timeout: float = _env_seconds("GRADREG_TIMEOUT", DEFAULT_TIMEOUT)
+allow_files: list[str] = [d for d in os.environ.get("GRADREG_ALLOW_FILES", "").split(os.pathsep) if d.strip()]
 
 # The flag of the command line that sets each limit, for messages.
 FLAGS = {

@@ -22,6 +22,13 @@ class FileWriteError(GraphFileError):
     failed graph writes raised before this class existed."""
 
 
+class FileAccessError(GradregError):
+    """A model file names a path gradreg may not touch for it: a read outside the model's root
+    (through a link, a ``../``, an absolute path), a write or deletion outside the directories
+    the caller granted, a file with other hard links (see gradreg.file_access and
+    docs/security.md)."""
+
+
 class GraphError(GradregError):
     """A graph is malformed: missing input, duplicate name, cycle, bad attr."""
 
@@ -122,6 +129,14 @@ class SavedModelError(GraphFileError):
 class RenderError(GradregError):
     """A picture cannot be made (``gradreg view``): Graphviz is missing or failed, or the
     format is unknown. Also importable as ``gradreg.viz.RenderError``."""
+
+
+class ExternalDataError(GraphFileError):
+    """A model's external data (ONNX tensors stored in other files) cannot be read safely: its
+    location is absolute, has a ``..`` component, is a link or resolves outside the model's
+    directory, is not a regular file, or its offset or length runs past the file's end; or the
+    model came as bytes with no base directory to read it from. The message names the model
+    and the tensor."""
 
 
 class UnsupportedModelFormatError(GraphFileError):

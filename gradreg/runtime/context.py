@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gradreg.file_access import FileAccess
 from gradreg.registry.kernels import BasicKernelContext
 
 
@@ -13,8 +14,8 @@ class SessionContext(BasicKernelContext):
 
     def __init__(self, graph: Any = None, max_elements: int | None = None, backend: str = "numpy",
                  resources: dict[str, Any] | None = None, session: Any = None, loop_iteration_limit: int | None = None,
-                 loop_timeout: float | None = None):
-        super().__init__(graph, max_elements, backend, loop_iteration_limit, loop_timeout)
+                 files: FileAccess | None = None, loop_timeout: float | None = None):
+        super().__init__(graph, max_elements, backend, loop_iteration_limit, files, loop_timeout)
         self.resources = {} if resources is None else resources
         self.session = session
         self.executor: Any = None      # the session's executor (gradreg.runtime.executor), set by the Session

@@ -17,6 +17,7 @@ import numpy as np
 
 from gradreg import config, deadline
 from gradreg.errors import FeedError, FetchError, GradregError
+from gradreg.file_access import FileAccess
 from gradreg.model import dtypes
 from gradreg.model.graph import Graph, Operation, Tensor, get_default_graph
 from gradreg.model.indexed_slices import IndexedSlices, IndexedSlicesValue
@@ -48,12 +49,15 @@ class Session:
     otherwise; 0: no limit); ``loop_timeout`` the seconds each loop may run (default
     ``gradreg.config.loop_timeout``, 10); ``timeout`` the seconds each run may take (default
     ``gradreg.config.timeout``, none; ``run(..., timeout=)`` for one run; see gradreg.deadline).
+    ``allow_files`` lists directories the graph's file ops (SaveV2, RestoreV2, ...) may read and
+    write, besides ``gradreg.config.allow_files``; without a grant they may only read inside the
+    file or directory the graph was loaded from (gradreg.file_access, docs/security.md).
     """
 
     def __init__(self, graph: Graph | None = None, *, max_elements: int | None = None,
                  backend: str | None = None, check_outputs: bool | None = None,
-                 loop_iteration_limit: int | None = None, loop_timeout: float | None = None,
-                 timeout: float | None = None):
+                 loop_iteration_limit: int | None = None, allow_files: Sequence[str | os.PathLike[str]] = (),
+                 loop_timeout: float | None = None, timeout: float | None = None):
         self.graph = graph if graph is not None else get_default_graph()
         self.backend = backend or default_backend()
         chosen = get_registry().backend(self.backend)     # GradregError naming the known backends
@@ -62,7 +66,8 @@ class Session:
         self.check_outputs = check_outputs
         self.resources: dict[str, Any] = {}
         self.context = SessionContext(self.graph, max_elements, self.backend, self.resources, session=self,
-                                     loop_iteration_limit=loop_iteration_limit, loop_timeout=loop_timeout)
+                                     loop_iteration_limit=loop_iteration_limit,
+                                     files=FileAccess(self.graph.model_root, allow_files), loop_timeout=loop_timeout)
         self.loop_iteration_limit = self.context.loop_iteration_limit
         self.timeout = config.timeout if timeout is None else float(timeout)
         self.executor: Executor = chosen.create_executor(self.context, check_outputs)
