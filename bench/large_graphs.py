@@ -116,11 +116,16 @@ def drop_from_cache(path: pathlib.Path) -> None:
         os.close(fd)
 
 
+# Python's bytecode cache on, as after ``pip install`` (which compiles it): without it each process
+# compiles gradreg's sources again. main() writes it first, untimed.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def run_once(script: str, path: pathlib.Path, nodes: int) -> dict:
     """One process: its wall clock, peak resident set (wait4's rusage) and the step's seconds."""
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-c", script, str(path), str(nodes)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, env=ENV)
     out_err: list[str] = []
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
@@ -129,6 +134,15 @@ def run_once(script: str, path: pathlib.Path, nodes: int) -> dict:
         raise RuntimeError(f"contender failed ({status}): {out_err[1][-2000:]}")
     inside = json.loads(out_err[0].strip().splitlines()[-1])["seconds"]
     return {"wall": wall, "inside": inside, "rss_mb": usage.ru_maxrss / 1024, "cpu": usage.ru_utime + usage.ru_stime}
+
+
+def python_speed() -> float:
+    """CPU seconds of 10**7 additions in a Python loop: how fast this host runs Python now."""
+    start = time.process_time()
+    total = 0
+    for i in range(10**7):
+        total += i
+    return time.process_time() - start
 
 
 def _spread(values: list[float], unit: str, fmt: str = "{:.2f}") -> str:
@@ -159,7 +173,10 @@ def main() -> None:
                 contenders["tf import"] = _TF_IMPORT
         except ValueError:
             pass
+    subprocess.run([sys.executable, "-c", "import gradreg.cli, gradreg.formats.graphdef"], env=ENV, check=True)
     print(report_load())
+    print(f"a plain Python loop of 10**7 additions takes {python_speed():.2f} s of CPU here now (the host's "
+          f"speed: it moves with the load)")
     print(f"chain of {args.nodes:,} nodes, {path.stat().st_size / 1e6:.1f} MB; median (min..max) of {args.runs} "
           f"processes each")
     print(f"  {'':24s} {'wall, whole process':>24s} {'in-process':>22s} {'CPU, whole process':>22s} "
