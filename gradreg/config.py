@@ -40,11 +40,13 @@ its end (its size is bounded by ``max_elements``). The defaults are chosen as fo
 
 * **Each loop gets 10 s**, on by default everywhere. A runaway loop is the cheap way for a file
   to take time: a functional While whose condition is always true, an ONNX Loop with a trip
-  count of 2**62. The iteration limit alone lets such a loop run 10**7 iterations, a minute or
-  more; the loop budget stops it after 10 s, whatever one iteration costs. A legitimate loop
-  of gradreg's users -- an RNN over a sequence, a decoder over its tokens, the loops of
-  gradients -- runs in milliseconds to a second or two per run of the graph (the project's
-  benchmarks: under 0.1 s); one that needs longer says so with ``loop_timeout``.
+  count of 2**62. The iteration limit alone lets such a loop run 10**7 iterations: tens of
+  seconds for the cheapest body, hours for a costly one; the loop budget stops it after 10 s,
+  whatever one iteration costs. A legitimate loop of gradreg's users -- an RNN over a
+  sequence, a decoder over its tokens, the loops of gradients -- runs in milliseconds to a
+  second or two per run of the graph (the project's benchmarks: under 0.1 s); one that needs
+  longer says so with ``loop_timeout``. A loop inside a loop has a budget of its own each
+  time it runs; the outer one's covers them all.
 * **A whole call has no deadline by default in the library** and **300 s on the command
   line**. A program embedding gradreg has its own idea of how long a call may take (a
   training step, a server's request), and a deadline makes results depend on the machine's
