@@ -896,7 +896,13 @@ class Graph:
         """A GraphDef of the whole graph (nodes in creation order, library, versions)."""
         out = graph_pb2.GraphDef()
         out.CopyFrom(self._template)
-        out.node.extend(op.node_def for op in self._ops)
+        nodes = out.node
+        for op in self._ops:
+            node_def = op._node_def
+            if isinstance(node_def, bytes):      # read from a file and never asked for: parsed here only
+                nodes.add().MergeFromString(node_def)
+            else:
+                nodes.append(op.node_def)
         if add_shapes:
             for node, op in zip(out.node, self._ops):
                 if op.outputs:
