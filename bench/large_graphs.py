@@ -8,7 +8,7 @@ wire format (a few seconds). Each figure is one process of its own, measured fro
 clock and peak resident memory of the whole process, Python's start-up and imports included)
 and from inside (seconds of the step itself, ``in-process``):
 
-* ``gradreg inspect``: the command a user runs on a file (``python -m gradreg inspect FILE``);
+* ``gradreg inspect``: the command a user runs on a file (``gradreg inspect FILE``, its entry point);
 * ``gradreg load``: ``gradreg.load_graph(FILE)`` alone;
 * ``tf import``: ``tf.compat.v1.GraphDef.FromString`` then ``tf.graph_util.import_graph_def``
   into a new graph (when TensorFlow is installed).
@@ -73,15 +73,17 @@ def chain_graph_def(n: int) -> bytes:
     return b"".join(parts)
 
 
-# What each contender's process runs; it prints {"seconds": ...} (the step, timed inside) last.
+# What each contender's process runs; it prints {"seconds": ...} (the step, timed inside) last,
+# then ends at once (os._exit): the teardown of a million objects is not the step.
 _GRADREG_LOAD = """
-import json, sys, time
+import json, os, sys, time
 import gradreg
 start = time.perf_counter()
 graph = gradreg.load_graph(sys.argv[1])
 seconds = time.perf_counter() - start
 assert len(graph) == int(sys.argv[2]), len(graph)
-print(json.dumps({"seconds": seconds}))
+print(json.dumps({"seconds": seconds}), flush=True)
+os._exit(0)
 """
 _TF_IMPORT = """
 import json, os, sys, time
@@ -94,15 +96,17 @@ with tf.Graph().as_default() as graph:
     tf.graph_util.import_graph_def(graph_def, name="")
 seconds = time.perf_counter() - start
 assert len(graph.get_operations()) == int(sys.argv[2])
-print(json.dumps({"seconds": seconds}))
+print(json.dumps({"seconds": seconds}), flush=True)
+os._exit(0)
 """
+# The ``gradreg`` command itself (gradreg.cli.entry, as the console script runs it).
 _GRADREG_INSPECT = """
-import sys, time
+import atexit, sys, time
 start = time.perf_counter()
-from gradreg.cli import main
-code = main(["inspect", sys.argv[1]])
-print('{"seconds": %r}' % (time.perf_counter() - start))
-sys.exit(code)
+atexit.register(lambda: print('{"seconds": %r}' % (time.perf_counter() - start)))
+sys.argv = ["gradreg", "inspect", sys.argv[1]]
+from gradreg.cli import entry
+entry()
 """
 
 
