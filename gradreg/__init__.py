@@ -28,6 +28,7 @@ from gradreg.build.builders import apply_op, constant, convert_to_tensor
 from gradreg.build.builders import make_builder as _make_builder
 from gradreg.compat import declared_namespace as _declared_namespace
 from gradreg.compat import namespace as _namespace
+from gradreg.deadline import time_limit
 from gradreg.errors import GradregError
 from gradreg.formats import load_graph, save_graph, write_graph
 from gradreg.model import dtypes
@@ -157,7 +158,7 @@ __all__ = ["add_to_collection", "AggregationMethod", "apply_op", "as_dtype", "AU
     "quint8", "random", "random_normal_initializer", "random_uniform_initializer", "raw_ops", "recompute_grad",
     "RegisterGradient", "reset_default_graph", "resource", "save_gradient_saved_model", "save_graph",
     "save_onnx", "Session", "set_random_seed", "SignatureGraph", "signature_gradients", "signature_graph", "string",
-    "Tensor", "TensorShape", "train", "trainable_variables",
+    "Tensor", "TensorShape", "time_limit", "train", "trainable_variables",
     "truncated_normal_initializer", "tuple", "uint16", "uint32", "uint64", "uint8", "UnconnectedGradients",
     "Variable", "variable_scope", "variables_initializer", "variance_scaling_initializer", "variant",
     "__version__", "while_loop", "write_graph", "zeros_initializer"]

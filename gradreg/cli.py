@@ -45,7 +45,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from gradreg import config
+from gradreg import config, deadline
 from gradreg.cli_inspect import graph_summary, node_lines, summary_lines
 from gradreg.cli_progress import shown_on
 from gradreg.cli_values import PRINT_THRESHOLD, UsageError, describe, names, read_feeds, tensor_name
@@ -383,19 +383,46 @@ _LIMIT_FLAGS = [
     ("--max-nodes", "max_nodes", "refuse graph files (and function bodies) with more than N nodes"),
     ("--max-function-depth", "max_function_depth", "refuse library functions nested more than N calls deep"),
     ("--max-op-arity", "max_op_arity", "refuse nodes with more than N inputs or outputs"),
+    ("--loop-timeout", "loop_timeout", "stop any loop after SECONDS of wall-clock time (0: no limit)"),
+    ("--timeout", "timeout", "stop the command, loading included, after SECONDS of wall-clock time (0: no limit)"),
 ]
+_SECONDS = frozenset({"loop_timeout", "timeout"})
 
 
 def _add_limits(parser: argparse.ArgumentParser, described: bool = True) -> None:
-    group = parser.add_argument_group("resource limits, for every command (defaults from the GRADREG_MAX_* "
-                                      "variables)") if described else parser
+    group = parser.add_argument_group("resource limits, for every command (defaults from the GRADREG_MAX_* and "
+                                      "GRADREG_*TIMEOUT variables)") if described else parser
     for flag, attribute, text in _LIMIT_FLAGS:
-        group.add_argument(flag, type=_non_negative, default=None, metavar="N",
-                           help=f"{text} (default {getattr(config, attribute):,})" if described else argparse.SUPPRESS)
+        if attribute in _SECONDS:
+            default = _command_timeout() if attribute == "timeout" else config.loop_timeout
+            group.add_argument(flag, type=_seconds, default=None, metavar="SECONDS",
+                               help=f"{text} (default {default:g})" if described else argparse.SUPPRESS)
+        else:
+            group.add_argument(flag, type=_non_negative, default=None, metavar="N",
+                               help=f"{text} (default {getattr(config, attribute):,})" if described
+                               else argparse.SUPPRESS)
     group.add_argument("--allow-files", action="append", default=None, metavar="DIR",
                        help="let the graph's file ops (SaveV2, RestoreV2, ...) read and write under DIR "
                             "(repeatable; also GRADREG_ALLOW_FILES); without it they may only read inside the "
                             "model (docs/security.md)" if described else argparse.SUPPRESS)
+
+
+def _command_timeout() -> float:
+    """A command's time limit when --timeout does not say: GRADREG_TIMEOUT's, or the one set in
+    gradreg.config, else the command line's default (gradreg.config explains the choice)."""
+    if "GRADREG_TIMEOUT" in os.environ or config.timeout != config.DEFAULT_TIMEOUT:
+        return config.timeout
+    return config.CLI_DEFAULT_TIMEOUT
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number of seconds: {text!r}")
+    return value
 
 
 def _non_negative(text: str) -> int:
@@ -411,9 +438,12 @@ def _non_negative(text: str) -> int:
 @contextlib.contextmanager
 def _limits_applied(args: argparse.Namespace) -> Iterator[None]:
     """The limit flags given (and --allow-files) set gradreg.config while the command runs
-    (restored afterwards, for callers of main() in-process)."""
+    (restored afterwards, for callers of main() in-process), and the command runs under its time
+    limit (gradreg.deadline)."""
     attributes = ["max_elements"] + [attribute for _, attribute, _ in _LIMIT_FLAGS]
     saved = {attribute: getattr(config, attribute) for attribute in attributes}
+    if getattr(args, "timeout", None) is None:
+        args.timeout = _command_timeout()
     for attribute in attributes:
         value = getattr(args, attribute, None)
         if value is not None:
@@ -421,7 +451,8 @@ def _limits_applied(args: argparse.Namespace) -> Iterator[None]:
     saved_files = config.allow_files
     config.allow_files = [*saved_files, *(getattr(args, "allow_files", None) or [])]
     try:
-        yield
+        with deadline.time_limit(config.timeout):
+            yield
     finally:
         for attribute, value in saved.items():
             setattr(config, attribute, value)
@@ -432,13 +463,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _main(argv)[0]
 
 
-def _main(argv: Sequence[str] | None) -> tuple[int, str | None]:
-    """The exit code and the command that ran (None for the help printed without one)."""
+def _main(argv: Sequence[str] | None, console: bool = False) -> tuple[int, str | None]:
+    """The exit code and the command that ran (None for the help printed without one).
+    ``console``: the ``gradreg`` process itself runs it (entry), and exits after."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0, None
+    if console and args.command in UNCOLLECTED_COMMANDS:
+        gc.disable()
     with _limits_applied(args), _progress_shown(args):
         return _run_command(parser, args), args.command
 
@@ -461,6 +495,10 @@ def _is_terminal(stream: Any) -> bool:
 # Commands that read files and print, and write nothing: after one of them the ``gradreg``
 # command leaves its objects out of the interpreter's final garbage collections (see entry).
 READ_ONLY_COMMANDS = frozenset({None, "inspect", "check", "ops", "plugins"})
+# Commands that read one graph and print: the ``gradreg`` command runs them without the cycle
+# collector (they make no garbage cycles to speak of, and then exit), which otherwise walks every
+# object of the graph once or twice after it is built (~1 s of a graph of 10**6 nodes).
+UNCOLLECTED_COMMANDS = frozenset({"inspect"})
 
 
 def entry() -> NoReturn:
@@ -473,7 +511,7 @@ def entry() -> NoReturn:
     closed); a command that writes files exits with the full collection, which closes a file
     left in a reference cycle.
     """
-    code, command = _main(None)
+    code, command = _main(None, console=True)
     if command in READ_ONLY_COMMANDS:
         gc.freeze()
     sys.exit(code)

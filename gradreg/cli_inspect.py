@@ -148,8 +148,12 @@ def real_outputs(graph: Graph) -> list[Tensor]:
     inside_loops = _loop_ops(graph)
     out = []
     for op in graph.operations():
-        if (op.type in NOT_OUTPUTS or op in inside_loops or is_loop_merge(op) or _saver_plumbing(op)
-                or op.control_outputs or any(t.consumers_view() for t in op.outputs) or _plumbing(op, graph)):
+        # The commonest reason first, cheaply: a graph of a million nodes is a million of these.
+        outputs = op.outputs
+        if len(outputs) == 1 and outputs[0].consumers_view():
+            continue
+        if (any(t.consumers_view() for t in outputs) or op.type in NOT_OUTPUTS or op in inside_loops
+                or is_loop_merge(op) or _saver_plumbing(op) or op.control_outputs or _plumbing(op, graph)):
             continue
         out.extend(op.outputs)
     return out

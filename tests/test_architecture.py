@@ -22,7 +22,8 @@ PACKAGE = ROOT / "gradreg"
 
 # Bottom to top. A module's layer is the one of its longest matching prefix.
 LAYERS: list[tuple[str, ...]] = [
-    ("gradreg.errors", "gradreg.config", "gradreg.progress", "gradreg.proto", "gradreg.file_access"),
+    ("gradreg.errors", "gradreg.config", "gradreg.deadline", "gradreg.progress", "gradreg.proto",
+     "gradreg.file_access"),
     ("gradreg.model",),
     ("gradreg.registry",),
     ("gradreg.build",),

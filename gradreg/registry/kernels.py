@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from gradreg import config
+from gradreg.deadline import CallDeadlines
 from gradreg.errors import ElementLimitError, ExecutionError, FileAccessError, describe_node
 from gradreg.file_access import FileAccess
 
@@ -168,6 +169,8 @@ class KernelContext(Protocol):
     backend: str
     resources: dict[str, Any]
     loop_iteration_limit: int | None
+    loop_timeout: float | None          # seconds each loop may run (None: no limit)
+    deadlines: CallDeadlines            # the deadlines of the calls running (gradreg.deadline)
 
     def check_elements(self, n: int, op: Any) -> None:
         """Refuse (before allocating) an output of ``n`` elements above the limit."""
@@ -188,13 +191,17 @@ class BasicKernelContext:
     Constant folding uses it as it is; a Session's context adds its resources."""
 
     def __init__(self, graph: Any = None, max_elements: int | None = None, backend: str = "numpy",
-                 loop_iteration_limit: int | None = None, files: FileAccess | None = None):
+                 loop_iteration_limit: int | None = None, files: FileAccess | None = None,
+                 loop_timeout: float | None = None):
         self.graph = graph
         # Where file ops may read and write: the graph's model root and the caller's grants.
         self.files = files if files is not None else FileAccess(getattr(graph, "model_root", None))
-        # None: the process default (gradreg.config.max_loop_iterations); 0: no limit.
+        # None: the process default (gradreg.config.max_loop_iterations, .loop_timeout); 0: no limit.
         limit = config.max_loop_iterations if loop_iteration_limit is None else int(loop_iteration_limit)
         self.loop_iteration_limit = limit if limit > 0 else None
+        seconds = config.loop_timeout if loop_timeout is None else float(loop_timeout)
+        self.loop_timeout = seconds if seconds > 0 else None
+        self.deadlines = CallDeadlines()
         self.max_elements = config.max_elements if max_elements is None else int(max_elements)
         self.backend = backend
         self.resources: dict[str, Any] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradreg import config, deadline
 from gradreg.build.functions import call_attrs_of
 from gradreg.errors import ExecutionError, IterationLimitError, describe_node
 from gradreg.registry.kernels import IDENTITY, NOOP
@@ -80,6 +81,8 @@ def _stack_close(op, ctx):
 
 def _truth(value) -> bool:
     """TensorFlow's If condition: a scalar by its value (strings: non-empty), else non-empty."""
+    if type(value) is np.bool_:     # what comparisons give: a loop's condition, each iteration
+        return bool(value)
     array = np.asarray(value)
     if array.ndim == 0:
         item = array.item()
@@ -87,9 +90,9 @@ def _truth(value) -> bool:
     return array.size > 0
 
 
-def _branch(op, ctx, attr_name: str):
+def _branch(op, ctx, attr_name: str, repeated: bool = False):
     func = op.get_attr(attr_name)
-    return function_plan(ctx, op.graph.library, func.name, call_attrs_of(op, attr_name), op)
+    return function_plan(ctx, op.graph.library, func.name, call_attrs_of(op, attr_name), op, repeated=repeated)
 
 
 def _single(values):
@@ -124,20 +127,31 @@ def _case(op, ctx):
 @kernel("While")
 @kernel("StatelessWhile")
 def _while(op, ctx):
-    cond_run, body_run = _branch(op, ctx, "cond"), _branch(op, ctx, "body")
-    limit = ctx.loop_iteration_limit
+    cond_run, body_run = _branch(op, ctx, "cond", repeated=True), _branch(op, ctx, "body", repeated=True)
+    limit = ctx.loop_iteration_limit or _NO_LIMIT
+    deadlines, seconds = ctx.deadlines, ctx.loop_timeout
 
     def run(*values):
+        # Bounded by the iteration limit, the loop's own time limit and the run's deadline
+        # (gradreg.deadline), checked at each iteration.
         iterations = 0
+        end = deadline.loop_end(deadlines, seconds)
         while _truth(cond_run(values)[0]):
             values = body_run(values)
             iterations += 1
-            if limit is not None and iterations > limit:
+            if iterations > limit:
                 raise IterationLimitError(f"{describe_node(op.name, op.type)}: loop ran more than {limit} "
-                                          f"iterations (Session(loop_iteration_limit=...), GRADREG_MAX_LOOP_ITERATIONS "
-                                          f"or --max-loop-iterations)", op.name, op.type)
-        return _single(tuple(values))
+                                          f"iterations (Session(loop_iteration_limit=...), "
+                                          f"{config.how_to_raise('max_loop_iterations')})", op.name, op.type)
+            if clock() > end:
+                raise deadline.loop_error(deadlines, seconds, describe_node(op.name, op.type), iterations,
+                                          op.name, op.type)
+        return _single(values)
     return run
+
+
+_NO_LIMIT = 1 << 63
+clock = deadline.clock
 
 
 # -- TensorLists ----------------------------------------------------------------------------
