@@ -193,7 +193,8 @@ format is taken from its suffix, else from its content.""",
 
 # Every command takes the resource-limit flags; `gradreg --help` lists them, once.
 LIMITS_NOTE = ("Every command also takes --debug, --quiet, --allow-files and the resource limits\n"
-               "(--max-loop-iterations, --max-nodes, --max-function-depth, --max-op-arity):\n"
+               "(--max-loop-iterations, --max-nodes, --max-function-depth, --max-op-arity,\n"
+               "--loop-timeout, --timeout):\n"
                "`gradreg --help` describes them.")
 
 

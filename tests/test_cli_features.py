@@ -79,7 +79,7 @@ def test_every_option_has_help_and_every_command_an_example():
 
 
 SHARED_OPTIONS = {"debug", "quiet", "allow_files", "max_loop_iterations", "max_nodes", "max_function_depth",
-                  "max_op_arity"}
+                  "max_op_arity", "loop_timeout", "timeout"}
 
 
 def test_the_resource_limits_are_described_once(capsys):

@@ -311,6 +311,9 @@ def test_the_command_line_bounds_loading_and_shows_its_default(tmp_path, capsys,
     monkeypatch.delenv("GRADREG_TIMEOUT", raising=False)
     with pytest.raises(SystemExit):
         cli.main(["run", "--help"])
+    assert "--loop-timeout, --timeout" in " ".join(capsys.readouterr().out.split())   # named, described once:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "--timeout SECONDS stop the command, loading included" in help_text and "(default 300)" in help_text
     assert "--loop-timeout SECONDS stop any loop after SECONDS" in help_text

@@ -1034,6 +1034,7 @@ def import_graph_def(graph_def: graph_pb2.GraphDef, source: str = "GraphDef",
     with progress as steps, _collector_paused():
         importer = _Importer(g, source, n, steps)
         order = importer.run(node_bytes)
+        steps.advance(n - importer.reported)
         refine_loop_shapes(order)   # static shapes of v1 loop variables, which one pass cannot see
     return g
 
@@ -1065,12 +1066,16 @@ class _Importer:
         self.source = source
         self.n = n
         self.steps = steps          # the progress of a big graph's import (advanced while reading)
+        self.reported = 0           # the nodes read that steps counts
         self.shared: dict[tuple[str, bytes], _SharedAttrs] = {}
         self.definitions: dict[str, Any] = {}
 
     def in_time(self, i: int, what: str) -> None:
         """Check the current deadline (the callers do, every 4,096 nodes)."""
         deadline.check(self.source, f"while loading ({what} node {i + 1:,} of {self.n:,})")
+        if what == "reading" and self.steps is not None:
+            self.steps.advance(i - self.reported)
+            self.reported = i
 
     def run(self, node_bytes: Sequence[bytes]) -> list[Operation]:
         """Import every node; returns them in a topological order."""
@@ -1080,8 +1085,6 @@ class _Importer:
         for i, raw in enumerate(node_bytes):
             if not i & 4095:
                 self.in_time(i, "reading")
-                if i and self.steps is not None:
-                    self.steps.advance(4096)
             op, texts = self.add(raw)
             if by_name.setdefault(op.name, op) is not op:
                 raise GraphError(f"{self.source}: duplicate node name '{op.name}'")
