@@ -114,6 +114,8 @@ class Table:
         self._entries: dict[str, Provided] = {}
         self._conflicts: dict[str, list[str]] = {}
         self._resolved: dict[str, list[str]] = {}   # key -> the overriders that lost to the one in _entries
+        self._shadowed: dict[str, list[Provided]] = {}   # key -> entries an override replaced, oldest first
+        self._warned: set[str] = set()   # resolved keys whose lookup has warned
         self._overriders = overriders   # op type -> plugins declaring they override it (shared)
         # Called before a key is looked up that is not here (with the key) or before every key
         # is listed (with None): the registry completes the deferred families concerned. Only
@@ -145,6 +147,7 @@ class Table:
             self._resolve(key, existing, Provided(value, plugin))
             return
         if key in overrides:                       # the newcomer declared the override
+            self._shadowed.setdefault(key, []).append(existing)
             self._entries[key] = Provided(value, plugin)
             self._conflicts.pop(key, None)
             return
@@ -154,15 +157,21 @@ class Table:
 
     def _resolve(self, key: str, existing: Provided, newcomer: Provided) -> None:
         """Two plugins both declare they override ``key``: the one whose name sorts first wins,
-        whatever the order they load in, and a PluginWarning names both."""
+        whatever the order they load in (lookup warns, once, naming them all)."""
         winner, loser = sorted((existing, newcomer), key=lambda p: p.plugin)
         self._entries[key] = winner
+        self._shadowed.setdefault(key, []).append(loser)
         self._conflicts.pop(key, None)
         losers = self._resolved.setdefault(key, [])
         losers[:] = sorted({*losers, loser.plugin} - {winner.plugin})
-        warnings.warn(f"plugins {_names([winner.plugin, *losers])} all override the {self.kind} of '{key}': "
-                      f"'{winner.plugin}' is used (the first by name); uninstall the others to silence this",
-                      PluginWarning, stacklevel=2)
+        self._warned.discard(key)
+
+    def _warn_resolved(self, key: str) -> None:
+        self._warned.add(key)
+        used = self._entries[key].plugin
+        warnings.warn(f"plugins {_names([used, *self._resolved[key]])} all override the {self.kind} of '{key}': "
+                      f"'{used}' is used (the first by name); uninstall the others to silence this",
+                      PluginWarning, stacklevel=3)
 
     def lookup(self, key: str) -> Provided | None:
         """The entry for ``key``, or None; PluginError if plugins conflict over it."""
@@ -172,6 +181,8 @@ class Table:
             names = _names(conflict)
             raise PluginError(f"plugins {names} both provide the {self.kind} of '{key}'; uninstall one, "
                               f"or have one declare the override (gradreg_overrides)")
+        if key in self._resolved and key not in self._warned and key in self._entries:
+            self._warn_resolved(key)
         return self._entries.get(key)
 
     def set(self, key: str, value: Any, source: str) -> None:
@@ -182,10 +193,15 @@ class Table:
         self._conflicts.pop(key, None)
 
     def drop_plugin(self, plugin: str) -> None:
-        """Forget every entry ``plugin`` provided (entries it had replaced are not restored)."""
+        """Forget every entry ``plugin`` provided; where it had overridden another plugin's, the
+        latest replaced entry of a remaining plugin is back in use."""
+        for shadowed in self._shadowed.values():
+            shadowed[:] = [p for p in shadowed if p.plugin != plugin]
         for key in [k for k, entry in self._entries.items() if entry.plugin == plugin]:
             del self._entries[key]
             self._resolved.pop(key, None)
+            if self._shadowed.get(key):
+                self._entries[key] = self._shadowed[key].pop()
         for key, losers in list(self._resolved.items()):
             if plugin in losers:
                 losers.remove(plugin)

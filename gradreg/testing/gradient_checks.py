@@ -98,8 +98,9 @@ def numerical(run: Callable[..., list[np.ndarray]], values: Sequence[np.ndarray]
         flat[e] = original - delta
         minus = run(*point)
         flat[e] = original
-        rows.append([(np.asarray(p, np.float64) - np.asarray(m, np.float64)).reshape(-1) / (2 * delta)
-                     for p, m in zip(plus, minus)])
+        with np.errstate(invalid="ignore", over="ignore"):   # outputs that are not finite: compared as such
+            rows.append([(np.asarray(p, np.float64) - np.asarray(m, np.float64)).reshape(-1) / (2 * delta)
+                         for p, m in zip(plus, minus)])
     count = len(rows[0]) if rows else len(run(*point))
     return [np.stack([r[k] for r in rows]) if rows else np.zeros((0, 0)) for k in range(count)]
 

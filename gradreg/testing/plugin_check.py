@@ -17,7 +17,6 @@ gradreg.registry.cases) or, where the definition allows, a default one.
 """
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Iterable, Sequence
 
@@ -62,15 +61,15 @@ def op_types_of(plugin: str, registry: Registry | None = None) -> dict[str, tupl
     differentiable, cases), for every op type it provides something for."""
     registry = registry or get_registry()
     registry.complete_all()
-    for backend in registry.backend_names():
-        with contextlib.suppress(GradregError):   # a conflict is the registry's to report
-            registry.kernels(backend)
     record = registry.plugins[plugin]
     found: dict[str, set[str]] = {}
     for kind, keys in record.provides.items():
-        if kind in ("op", "shape", "gradient") or kind.startswith("kernel:"):
+        if kind in ("op", "shape", "gradient"):
             for key in keys:
                 found.setdefault(key, set()).add(kind)
+    for backend in registry.backend_names():   # the plugin's own kernels: other families' stay unimported
+        for key in registry.plugin_entries(plugin, "gradreg_kernels", backend=backend) or {}:
+            found.setdefault(key, set()).add(f"kernel:{backend}")
     for key, rule in (registry.plugin_entries(plugin, "gradreg_gradients") or {}).items():
         if rule is None:
             found.setdefault(key, set()).discard("gradient")
