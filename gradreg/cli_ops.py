@@ -262,8 +262,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
                 print(f"  {kind} of '{key}': {' and '.join(plugins)}")
     else:
         print("no conflicts")
-    for kind, entries in resolved.items():
-        for key, (used, others) in entries.items():
+    for kind, overridden in resolved.items():
+        for key, (used, others) in overridden.items():
             print(f"RESOLVED: {kind} of '{key}': '{used}' is used over {' and '.join(repr(o) for o in others)} "
                   f"(all declare the override; the first by name wins)")
     print("`gradreg plugins --op OP` shows who provides an op type; `gradreg ops` lists every op type")
