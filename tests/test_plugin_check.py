@@ -205,14 +205,19 @@ def test_cases_are_validated_when_declared():
 
 def test_fixed_inputs_and_attrs_of_a_case_are_used():
     family = OpFamily("kit_fixed")
-    family.case("Sum", [2, 3], np.array([1], np.int32), attrs={"keep_dims": True}, dtypes=["float64"],
-                label="sum over axis 1")
+    family.op("KitScale", inputs=["x: T", "factor: int32"], outputs=["y: T"], attrs=["T: {float64}", "offset: float"],
+              shape=shape_fns.unchanged)
+    family.kernel("KitScale")(lambda op, ctx: lambda x, factor: x * factor + op.get_attr("offset"))
+    family.gradient("KitScale")(lambda op, grad: (grad * apply_op("Cast", op.inputs[1], DstT=gr.float64), None))
+    family.case("KitScale", [2, 3], np.array(3, np.int32), attrs={"offset": 0.5}, label="times 3 plus a half")
     with registered(family):
-        report = check_op("kit_fixed", "Sum", NO_REFERENCES)
-    assert report.ok and report.provides == ("cases",)
-    assert {"float64 kernel and shape function", "float64 kernel and shape function with unknown shapes"} <= \
-        set(report.passed)
-    assert not any("gradient" in p for p in report.passed)   # the rule is math's, not this plugin's
+        report = check_op("kit_fixed", "KitScale", NO_REFERENCES)
+        trial = build_trial(family.cases["KitScale"][0], gr.float64)
+        y = gr.Session(trial.graph).run(trial.outputs[0], trial.feeds())
+    assert report.ok, report.describe()
+    np.testing.assert_allclose(y, trial.values[0] * 3 + 0.5)
+    assert trial.input_names == ["x", "factor"] and trial.varied == [0]    # the fixed factor is not fed
+    assert {"float64 gradient (finite differences)", "float64 second order"} <= set(report.passed)
 
 
 def test_plugins_of_matches_plugin_distribution_and_module_names():
@@ -282,3 +287,42 @@ def test_the_checker_leaves_the_process_as_it_found_it():
     with registered(cube_family("kit_manners", 3.0)):
         check_plugin("kit_manners", references=NO_REFERENCES)
     assert (list(warnings.filters), np.geterr()) == before
+
+
+def test_gradient_graphs_are_compared_with_tensorflow_and_onnxruntime_where_installed():
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("onnxruntime")
+    with registered(sincos_family("kit_sincos_references", True)):
+        report = check_op("kit_sincos_references", "KitSinCos", ("tensorflow", "onnxruntime"))
+    assert report.ok, report.describe()
+    assert {"float64 tensorflow runs the gradient graph", "float64 onnx (gradient) round trip and onnxruntime"} <= \
+        set(report.passed)
+    assert "float64 onnx (outputs): not written as ONNX: node 'KitSinCos' (op KitSinCos) has no ONNX equivalent" in \
+        " ".join(report.skipped)
+
+
+def softplus_family(name: str, offset: float, departs: str = "") -> OpFamily:
+    """Softplus's kernel (off by ``offset``) and its gradient (right), overriding the nn family's."""
+    family = OpFamily(name, overrides=["Softplus"])
+    family.simple_kernel("Softplus", lambda x: np.logaddexp(0, x) + offset)
+    family.gradient("Softplus")(lambda op, grad: grad * apply_op("Sigmoid", op.inputs[0]))
+    family.case("Softplus", [2, 3], dtypes=["float64"], departs_from_tensorflow=departs)
+    return family
+
+
+def test_a_kernel_is_compared_with_tensorflows_and_a_rule_with_its_gradient():
+    pytest.importorskip("tensorflow")
+    with registered(softplus_family("kit_softplus", 0.0)):
+        right = check_op("kit_softplus", "Softplus", ("tensorflow",))
+    with registered(softplus_family("kit_softplus_off", 0.01)):
+        off = check_op("kit_softplus_off", "Softplus", ("tensorflow",))
+    with registered(softplus_family("kit_softplus_departs", 0.0, departs="a rule of our own")):
+        departs = check_op("kit_softplus_departs", "Softplus", ("tensorflow",))
+    assert right.ok, right.describe()
+    assert {"float64 tensorflow's kernel", "float64 tensorflow's gradient",
+            "float64 tensorflow runs the gradient graph"} <= set(right.passed)
+    (failure,) = off.failures
+    assert (failure.dtype, failure.check) == ("float64", "tensorflow's kernel")
+    assert failure.error == pytest.approx(0.01, rel=1e-9)
+    assert "float64 tensorflow's gradient: the case departs from it: a rule of our own" in departs.skipped
+    assert get_registry().kernels("numpy").lookup("Softplus").plugin == "nn"

@@ -144,20 +144,19 @@ def _check_case(report: OpReport, case: Case, state: str, references: set[str]) 
                     case=case.describe())
         return
     fd_dtype = finite_difference_dtype(tried)
-    numba = any(k == "kernel:numba" for k in report.provides)
     for dtype in tried:
         try:
             trial = build_trial(case, dtype)
         except CaseError as exc:
             report.fail(dtype, "build", str(exc), case=case.describe())
             continue
-        outputs = _check_forward(report, trial, numba, references)
+        outputs = _check_forward(report, trial, references)
         if outputs is None:
             continue
         if dtype is not None and dtype is not fd_dtype:
             _check_precision(report, trial, outputs, state)
             continue
-        if dtype is fd_dtype:
+        if dtype is fd_dtype and _owns_forward(report):
             refs.check_onnx(report, trial, trial.outputs, trial.feeds(), outputs, "outputs",
                             "onnxruntime" in references)
         if dtype is fd_dtype and state == "claim":
@@ -168,7 +167,13 @@ def _check_case(report: OpReport, case: Case, state: str, references: set[str]) 
 
 # -- the forward pass ----------------------------------------------------------------------------------
 
-def _check_forward(report: OpReport, trial: Trial, numba: bool, references: set[str]) -> list[np.ndarray] | None:
+def _owns_forward(report: OpReport) -> bool:
+    """Whether the plugin provides the op's definition, shape function or a kernel (then the
+    forward checks are its own; a plugin of gradient rules only is not judged on them)."""
+    return any(k in ("op", "shape") or k.startswith("kernel:") for k in report.provides)
+
+
+def _check_forward(report: OpReport, trial: Trial, references: set[str]) -> list[np.ndarray] | None:
     """The kernel's outputs: dtypes and shapes as the graph says, on known and unknown shapes; the
     numba kernel's; TensorFlow's. None if the kernel fails."""
     case, dtype = trial.case.describe(), trial.dtype
@@ -178,12 +183,15 @@ def _check_forward(report: OpReport, trial: Trial, numba: bool, references: set[
     except GradregError as exc:
         report.fail(dtype, "kernel", f"the NumPy kernel fails: {exc}", case=case)
         return None
+    if not _owns_forward(report):
+        return outputs
     if not _check_outputs(report, trial, outputs, "shape function"):
         return None
     _check_unknown_rank(report, trial, outputs)
-    if numba:
+    if "kernel:numba" in report.provides:
         _check_backend(report, trial, outputs, "numba")
-    if "tensorflow" in references and refs.reference("tensorflow") is not None and not refs.tf_knows([trial.op.type]):
+    if "tensorflow" in references and refs.reference("tensorflow") is not None and not refs.tf_knows([trial.op.type]) \
+            and any(k.startswith("kernel:") for k in report.provides):
         refs.check_tf_forward(report, trial, outputs)
     return outputs
 
@@ -261,8 +269,8 @@ def _check_precision(report: OpReport, trial: Trial, outputs: Sequence[np.ndarra
                                                                                        reference.feeds())
     except GradregError:
         return   # the case does not run in the wider type (the op does not allow it)
-    if _same_values(report, trial, "precision", f"compared with {wide.name}, the value", outputs,
-                    [np.asarray(e) for e in expected], tolerance(trial.dtype)):
+    if _owns_forward(report) and _same_values(report, trial, "precision", f"compared with {wide.name}, the value",
+                                              outputs, [np.asarray(e) for e in expected], tolerance(trial.dtype)):
         report.passes(trial.dtype, f"values within {tolerance(trial.dtype):g} of {wide.name}")
     if state == "rule" and trial.dtype is not None and trial.dtype.is_floating:
         _check_gradient_precision(report, trial, reference)
