@@ -127,6 +127,10 @@ def test_a_gradient_graph_with_the_record_converts_to_onnx_that_onnxruntime_runs
         (dx,) = gr.gradients(gr.sin(x) * x, [x])
     assert any(op.has_attr(RULE_ATTR) for op in g.get_operations())
     gr.save_graph(g, tmp_path / "grad.onnx", outputs={"dx": dx})
+    import onnx
+    metadata = {p.key: p.value for p in onnx.load(str(tmp_path / "grad.onnx")).metadata_props}
+    release = get_registry().release("math")
+    assert json.loads(metadata["gradreg.gradient_rules"]) == {f"math:Mul {release}": 2, f"math:Sin {release}": 2}
     value = np.array([0.5, -1.0, 2.0], np.float32)
     got = ort.InferenceSession(str(tmp_path / "grad.onnx"), providers=["CPUExecutionProvider"]).run(["dx"],
                                                                                                     {"x": value})

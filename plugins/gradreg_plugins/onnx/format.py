@@ -22,22 +22,28 @@ Placeholders (graph inputs), Consts (initializers), library-function calls (If/L
 bodies, model-local functions) and the few TensorFlow ops ``gradients()`` itself adds
 (AddN, ZerosLike, Fill, ...), which map to ONNX ops; a TensorFlow op with no mapping is a
 GraphError naming it. The model is checked with ``onnx.checker`` (full check) before it
-is written.
+is written. The gradient rules that made the written nodes (their ``_gradreg_rule`` attrs,
+gradreg.autodiff.provenance) travel as the model's metadata ``gradreg.gradient_rules``: JSON,
+rule -> number of nodes.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gradreg.autodiff.provenance import rule_origins
 from gradreg.errors import GraphError, GraphFileError
 from gradreg.formats import atomic_write
 from gradreg.model.graph import Graph, Tensor
+from gradreg.model.traversal import needed_ops
 from gradreg.registry.extensions import GraphFormat
 from gradreg.registry.hookspecs import hookimpl
 
 INSTALL_HINT = 'pip install "gradreg[onnx]"'
+RULES_METADATA = "gradreg.gradient_rules"
 ONNX_SUFFIXES = (".onnx",)
 
 __all__ = ["FORMAT", "INSTALL_HINT", "graph_to_model", "load_onnx", "looks_like_onnx", "model_info", "model_to_graph",
@@ -207,9 +213,13 @@ def graph_to_model(graph: Graph, outputs: Sequence[Tensor] | Mapping[str, Tensor
                    opset: int | None = None, check: bool = True):
     """A ModelProto computing ``outputs`` (tensors, or ONNX output name -> tensor; default: the
     loaded model's outputs, else the tensors nothing consumes) from the graph's Placeholders."""
-    from gradreg_plugins.onnx.exporter import export_model
+    from gradreg_plugins.onnx.exporter import export_model, output_pairs
     _require_onnx("writing ONNX")
     model = export_model(graph, outputs, opset=opset)
+    origins = rule_origins(needed_ops([t.op for _, t in output_pairs(graph, outputs)], set()))
+    if origins:   # the gradient rules that made the written nodes (gradreg.autodiff.provenance)
+        entry = model.metadata_props.add()
+        entry.key, entry.value = RULES_METADATA, json.dumps({str(o): len(nodes) for o, nodes in origins.items()})
     if check:
         import onnx
         try:
