@@ -272,6 +272,7 @@ class Registry:
         self._kernels: dict[str, Table] = {}
         self._lock = threading.RLock()
         self._deferred: dict[str, tuple[tuple[str, ...], Any]] = {}   # plugin -> (op type prefixes, family)
+        self._completing = 0    # deferred families being read now (by the thread holding the lock)
         self._manager = _PluginManager(hookspecs.PROJECT)
         self._manager.add_hookspecs(hookspecs)
         self._load()
@@ -292,14 +293,18 @@ class Registry:
     def _complete_deferred(self, key: str | None) -> None:
         """Complete the deferred families whose op types ``key`` may be (all of them for None):
         import what fills their tables, then add their entries to every table."""
-        if not self._deferred:
+        if not self._deferred and not self._completing:
             return
-        with self._lock:
+        with self._lock:   # a family being completed by another thread: wait for it, do not list half of it
             for name, (prefixes, plugin) in list(self._deferred.items()):
                 if key is not None and not key.startswith(prefixes):
                     continue
+                self._completing += 1      # before the family leaves _deferred: never neither
                 del self._deferred[name]
-                self._read_whole(self.plugins[name], plugin.complete)
+                try:
+                    self._read_whole(self.plugins[name], plugin.complete)
+                finally:
+                    self._completing -= 1
 
     def complete_all(self) -> None:
         """Complete every deferred family and fill the rule tables (for listings: what each
