@@ -363,6 +363,10 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
     for flag, attribute, text in _LIMIT_FLAGS:
         group.add_argument(flag, type=_non_negative, default=None, metavar="N",
                            help=f"{text} (default {getattr(config, attribute):,})")
+    group.add_argument("--allow-files", action="append", default=None, metavar="DIR",
+                       help="let the graph's file ops (SaveV2, RestoreV2, ...) read and write under DIR "
+                            "(repeatable; also GRADREG_ALLOW_FILES); without it they may only read inside the "
+                            "model (docs/security.md)")
 
 
 def _non_negative(text: str) -> int:
@@ -377,19 +381,22 @@ def _non_negative(text: str) -> int:
 
 @contextlib.contextmanager
 def _limits_applied(args: argparse.Namespace) -> Iterator[None]:
-    """The limit flags given set gradreg.config while the command runs (restored afterwards, for
-    callers of main() in-process)."""
+    """The limit flags given (and --allow-files) set gradreg.config while the command runs
+    (restored afterwards, for callers of main() in-process)."""
     attributes = ["max_elements"] + [attribute for _, attribute, _ in _LIMIT_FLAGS]
     saved = {attribute: getattr(config, attribute) for attribute in attributes}
     for attribute in attributes:
         value = getattr(args, attribute, None)
         if value is not None:
             setattr(config, attribute, value)
+    saved_files = config.allow_files
+    config.allow_files = [*saved_files, *(getattr(args, "allow_files", None) or [])]
     try:
         yield
     finally:
         for attribute, value in saved.items():
             setattr(config, attribute, value)
+        config.allow_files = saved_files
 
 
 def main(argv: Sequence[str] | None = None) -> int:

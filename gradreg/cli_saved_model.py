@@ -39,9 +39,11 @@ def graph_only(args: argparse.Namespace, *options: str) -> None:
             raise UsageError(f"--{option} applies to a SavedModel directory, and {args.graph} is not one")
 
 
-def _open_saved_model(args: argparse.Namespace) -> LoadedSavedModel:
+def _open_saved_model(args: argparse.Namespace, run_init_op: bool = True) -> LoadedSavedModel:
+    """The SavedModel of the command, its variables restored. run/grad/freeze run its init op
+    (confined: reads inside the directory, writes only under --allow-files); inspect runs none."""
     tags = names(args.tags) if getattr(args, "tags", None) else ["serve"]
-    return load_saved_model(args.graph, tags, backend=getattr(args, "backend", None))
+    return load_saved_model(args.graph, tags, backend=getattr(args, "backend", None), run_init_op=run_init_op)
 
 
 def _signature(model: LoadedSavedModel, name: str | None) -> Any:
@@ -85,7 +87,7 @@ def _shape_str(shape: list[int | None] | None) -> str:
 
 
 def inspect_saved_model(args: argparse.Namespace) -> int:
-    model = _open_saved_model(args)
+    model = _open_saved_model(args, run_init_op=False)       # a read-only command runs no op of the model
     summary = saved_model_summary(model)
     if getattr(args, "nodes", False):      # the nodes of the MetaGraph's graph, as for a graph file
         summary["node_list"] = graph_summary(model.graph, nodes=True)["node_list"]

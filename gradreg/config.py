@@ -22,6 +22,11 @@ attribute                environment variable          default          what it 
                                                                         ``num``, type lists; output indices)
 =======================  ============================  ===============  =============================
 
+``allow_files`` (``GRADREG_ALLOW_FILES``, directories separated by ``os.pathsep``; ``--allow-files
+DIR`` on the command line; default none) lists the directories a graph's file ops (SaveV2,
+RestoreV2, MergeV2Checkpoints) may read and write besides the model's own root, which they may
+only read (gradreg.file_access, docs/security.md).
+
 The nesting of protobuf messages in a graph file is bounded too, at :data:`MAX_MESSAGE_DEPTH`
 (protobuf's own decoding limit, the same for the text format), so a graph that loads can always
 be written and read back.
@@ -62,6 +67,7 @@ max_loop_iterations: int = _env_int("GRADREG_MAX_LOOP_ITERATIONS", DEFAULT_MAX_L
 max_function_depth: int = _env_int("GRADREG_MAX_FUNCTION_DEPTH", DEFAULT_MAX_FUNCTION_DEPTH)
 max_nodes: int = _env_int("GRADREG_MAX_NODES", DEFAULT_MAX_NODES)
 max_op_arity: int = _env_int("GRADREG_MAX_OP_ARITY", DEFAULT_MAX_OP_ARITY)
+allow_files: list[str] = [d for d in os.environ.get("GRADREG_ALLOW_FILES", "").split(os.pathsep) if d.strip()]
 
 # The flag of the command line that sets each limit, for messages.
 FLAGS = {

@@ -22,6 +22,13 @@ class FileWriteError(GraphFileError):
     failed graph writes raised before this class existed."""
 
 
+class FileAccessError(GradregError):
+    """A model file names a path gradreg may not touch for it: a read outside the model's root
+    (through a link, a ``../``, an absolute path), a write or deletion outside the directories
+    the caller granted, a file with other hard links (see gradreg.file_access and
+    docs/security.md)."""
+
+
 class GraphError(GradregError):
     """A graph is malformed: missing input, duplicate name, cycle, bad attr."""
 

@@ -22,7 +22,7 @@ PACKAGE = ROOT / "gradreg"
 
 # Bottom to top. A module's layer is the one of its longest matching prefix.
 LAYERS: list[tuple[str, ...]] = [
-    ("gradreg.errors", "gradreg.config", "gradreg.proto"),
+    ("gradreg.errors", "gradreg.config", "gradreg.proto", "gradreg.file_access"),
     ("gradreg.model",),
     ("gradreg.registry",),
     ("gradreg.build",),

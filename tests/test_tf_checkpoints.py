@@ -70,9 +70,9 @@ def test_the_graphs_own_restore_op_runs():
         np.testing.assert_array_equal(value, CKPT[f"tf1/model.ckpt-2|{key}"])
 
 
-def test_the_graphs_own_save_op_writes_a_bundle(tmp_path):
+def test_the_graphs_own_save_op_writes_a_bundle_where_the_caller_granted(tmp_path):
     graph, saver = _imported()
-    session = gr.Session(graph)
+    session = gr.Session(graph, allow_files=[tmp_path])
     saver.restore(session, str(TF1 / "model.ckpt-3"))
     session.run("save/control_dependency", {"save/Const:0": str(tmp_path / "again")})
     reader = BundleReader(str(tmp_path / "again"))

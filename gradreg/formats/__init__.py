@@ -75,13 +75,16 @@ def load_graph(source: str | os.PathLike[str] | bytes, format: str | None = None
     where = os.fspath(source)
     chosen = format_for_path(where, format)
     if os.path.isdir(where):
-        return _read_directory(where, chosen)
-    try:
-        with open(where, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise GraphFileError(f"{where}: cannot read: {exc.strerror or exc}") from None
-    return _read(data, where, chosen, by_suffix=format is None)
+        graph = _read_directory(where, chosen)
+    else:
+        try:
+            with open(where, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise GraphFileError(f"{where}: cannot read: {exc.strerror or exc}") from None
+        graph = _read(data, where, chosen, by_suffix=format is None)
+    graph.model_root = where      # where its file ops may read (gradreg.file_access)
+    return graph
 
 
 def _read(data: bytes, where: str, chosen: GraphFormat | None, by_suffix: bool = False) -> Graph:

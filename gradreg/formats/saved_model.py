@@ -26,16 +26,19 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from google.protobuf import message as protobuf_message
 from google.protobuf import text_format
 
+from gradreg.config import MAX_MESSAGE_DEPTH
 from gradreg.errors import CheckpointError, SavedModelError
+from gradreg.file_access import FileAccess, check_single_link, real, resolve_inside
+from gradreg.formats.graphdef import text_nesting_depth
 from gradreg.formats.model_kinds import ADVICE, SAVED_MODEL_PB, SAVED_MODEL_PBTXT, check_model_file, identify_model_file
-from gradreg.formats.tensor_bundle import BundleReader, index_path, write_bundle
+from gradreg.formats.tensor_bundle import BundleReader, data_path, index_path, write_bundle
 from gradreg.formats.tf_checkpoint import VARIABLE_VALUE, object_graph, object_paths
 from gradreg.model import dtypes
 from gradreg.model.dtypes import DType
@@ -50,6 +53,15 @@ DEFAULT_TAGS = ("serve",)
 def variables_prefix(export_dir: str) -> str:
     """The bundle prefix of a SavedModel's variables: ``export_dir/variables/variables``."""
     return os.path.join(os.fspath(export_dir), VARIABLES_DIR, VARIABLES_FILENAME)
+
+
+def variables_reader(export_dir: str, granted: Sequence[str] = ()) -> BundleReader:
+    """A reader of the SavedModel's ``variables/`` that opens no file outside ``export_dir``
+    (nor under the ``granted`` directories): a linked ``variables/`` or data file leading out
+    is a FileAccessError naming the directory (gradreg.file_access)."""
+    export_dir = os.fspath(export_dir)
+    return BundleReader(variables_prefix(export_dir), FileAccess(export_dir, granted).reader(
+        f"SavedModel '{export_dir}'"))
 
 
 # -- saved_model.pb -------------------------------------------------------------------------
@@ -67,10 +79,11 @@ def read_saved_model(export_dir: str) -> saved_model_pb2.SavedModel:
         raise SavedModelError(f"{export_dir}: not a SavedModel directory (a SavedModel is a directory "
                               f"holding {SAVED_MODEL_PB} and {VARIABLES_DIR}/)")
     binary, text = (os.path.join(export_dir, name) for name in (SAVED_MODEL_PB, SAVED_MODEL_PBTXT))
+    inside = FileAccess(export_dir).reader(f"SavedModel '{export_dir}'")
     if os.path.exists(binary):
-        saved_model = _parse_binary(binary)
+        saved_model = _parse_binary(inside(binary))
     elif os.path.exists(text):
-        saved_model = _parse_text(text)
+        saved_model = _parse_text(inside(text))
     else:
         raise SavedModelError(f"{export_dir}: not a SavedModel (no {SAVED_MODEL_PB} or {SAVED_MODEL_PBTXT})"
                               + _directory_hint(export_dir))
@@ -93,9 +106,11 @@ def serving_meta_graph(saved_model: saved_model_pb2.SavedModel, where: str) -> m
 
 
 def graph_of_directory(path: str) -> Graph:
-    """The graph of the SavedModel directory ``path`` (variables not restored)."""
+    """The graph of the SavedModel directory ``path`` (variables not restored, nothing run)."""
     meta = serving_meta_graph(read_saved_model(path), path)
-    return import_graph_def(meta.graph_def, source=os.path.join(path, SAVED_MODEL_PB))
+    graph = import_graph_def(meta.graph_def, source=os.path.join(path, SAVED_MODEL_PB))
+    graph.model_root = path
+    return graph
 
 
 def graph_of_bytes(data: bytes, where: str) -> Graph:
@@ -127,7 +142,13 @@ def _parse_binary(path: str) -> saved_model_pb2.SavedModel:
 def _parse_text(path: str) -> saved_model_pb2.SavedModel:
     try:
         with open(path, encoding="utf-8") as f:
-            return text_format.Parse(f.read(), saved_model_pb2.SavedModel())
+            text = f.read()
+        # Checked before parsing, as for a text GraphDef: the text parser recurses once a level.
+        depth = text_nesting_depth(text)
+        if depth > MAX_MESSAGE_DEPTH:
+            raise SavedModelError(f"{path}: messages nested {depth} deep, more than the {MAX_MESSAGE_DEPTH} levels "
+                                  f"a binary SavedModel may have")
+        return text_format.Parse(text, saved_model_pb2.SavedModel())
     except (OSError, UnicodeDecodeError, text_format.ParseError) as exc:
         raise SavedModelError(f"{path}: not a text SavedModel ({exc})") from None
 
@@ -175,32 +196,34 @@ class SavedModelVariable:
     path: tuple[str, ...] = ()
 
 
-def saved_model_variables(export_dir: str, tags: Iterable[str] = DEFAULT_TAGS) -> list[SavedModelVariable]:
+def saved_model_variables(export_dir: str, tags: Iterable[str] = DEFAULT_TAGS,
+                          granted: Sequence[str] = ()) -> list[SavedModelVariable]:
     """The variables of the SavedModel ``export_dir`` (MetaGraph ``tags``), in node order, each
-    with its key in ``variables/``. Errors name the node or key that does not match."""
+    with its key in ``variables/``. Errors name the node or key that does not match; nothing
+    outside ``export_dir`` (and the ``granted`` directories) is read."""
     export_dir = os.fspath(export_dir)
     graph = meta_graph(read_saved_model(export_dir), tags, export_dir)
-    prefix = variables_prefix(export_dir)
     if graph.object_graph_def.nodes:
-        found = _object_graph_variables(graph.object_graph_def, prefix)
+        found = _object_graph_variables(graph.object_graph_def, export_dir, granted)
     else:
-        found = _collection_variables(graph, prefix)
+        found = _collection_variables(graph, export_dir, granted)
     if found:
-        reader = BundleReader(prefix)
+        reader = variables_reader(export_dir, granted)
         for var in found:
             _check_against_bundle(var, reader)
     return found
 
 
 def _object_graph_variables(saved_objects: saved_object_graph_pb2.SavedObjectGraph,
-                            prefix: str) -> list[SavedModelVariable]:
+                            export_dir: str, granted: Sequence[str]) -> list[SavedModelVariable]:
+    prefix = variables_prefix(export_dir)
     nodes = saved_objects.nodes
     wanted = [i for i, node in enumerate(nodes) if node.WhichOneof("kind") == "variable"]
     if not wanted:
         return []
     if not os.path.exists(index_path(prefix)):
         raise CheckpointError(f"{index_path(prefix)}: missing, but the SavedModel has {len(wanted)} variables")
-    trackables = object_graph(BundleReader(prefix))
+    trackables = object_graph(variables_reader(export_dir, granted))
     if trackables is None:
         raise CheckpointError(f"{prefix}: the variables checkpoint has no object graph "
                               "(_CHECKPOINTABLE_OBJECT_GRAPH), so its keys cannot be matched to the variables")
@@ -233,7 +256,8 @@ def _shape(proto: tensor_shape_pb2.TensorShapeProto) -> tuple[int | None, ...] |
     return tuple(None if d.size < 0 else d.size for d in proto.dim)
 
 
-def _collection_variables(graph: meta_graph_pb2.MetaGraphDef, prefix: str) -> list[SavedModelVariable]:
+def _collection_variables(graph: meta_graph_pb2.MetaGraphDef, export_dir: str,
+                          granted: Sequence[str]) -> list[SavedModelVariable]:
     """A TF1 SavedModel: VariableDefs of the ``variables`` collection, keyed by op name."""
     collections = {entry.key: entry.value for entry in graph.collection_def}
     trainable = set()
@@ -246,7 +270,7 @@ def _collection_variables(graph: meta_graph_pb2.MetaGraphDef, prefix: str) -> li
         found.append((op_name, var_def.variable_name in trainable))
     if not found:
         return []
-    reader = BundleReader(prefix)
+    reader = variables_reader(export_dir, granted)
     return [SavedModelVariable(None, name, reader.dtype(name) if name in reader else dtypes.invalid,
                                reader.shape(name) if name in reader else None, is_trainable, name, ())
             for name, is_trainable in found]
@@ -266,21 +290,23 @@ def _check_against_bundle(var: SavedModelVariable, reader: BundleReader) -> None
 
 
 def write_saved_model_variables(export_dir: str, values: Mapping[Any, Any], output_dir: str | None = None,
-                                tags: Iterable[str] = DEFAULT_TAGS) -> str:
+                                tags: Iterable[str] = DEFAULT_TAGS, granted: Sequence[str] = ()) -> str:
     """Replace variable values in a SavedModel's ``variables/``; returns the directory written.
 
     ``values`` maps a variable's node id (int, see :func:`saved_model_variables`) or its
     checkpoint key (str) to its new value, which must have the stored shape and a dtype of
     the same kind. Every other tensor of the bundle is kept. With ``output_dir`` the
     SavedModel is copied there first and the original is left alone. The bundle is written
-    atomically (see :func:`~gradreg.formats.tensor_bundle.write_bundle`).
+    atomically (see :func:`~gradreg.formats.tensor_bundle.write_bundle`). Nothing is read
+    outside ``export_dir`` (and the ``granted`` directories), and nothing is written through a
+    link that leaves the directory written (gradreg.file_access).
     """
     export_dir = os.fspath(export_dir)
     by_node: dict[int, str] = {}
     if any(isinstance(ref, (int, np.integer)) for ref in values):     # node ids need the object graph
-        by_node = {v.node_id: v.checkpoint_key for v in saved_model_variables(export_dir, tags)
+        by_node = {v.node_id: v.checkpoint_key for v in saved_model_variables(export_dir, tags, granted)
                    if v.node_id is not None}
-    reader = BundleReader(variables_prefix(export_dir))
+    reader = variables_reader(export_dir, granted)
     tensors = reader.read_all()
     kinds = {key: reader.dtype(key) for key in tensors}
     for ref, value in values.items():
@@ -292,10 +318,30 @@ def write_saved_model_variables(export_dir: str, values: Mapping[Any, Any], outp
     target = export_dir
     if output_dir is not None and os.path.abspath(output_dir) != os.path.abspath(export_dir):
         target = os.fspath(output_dir)
-        shutil.copytree(export_dir, target, dirs_exist_ok=True,
-                        ignore=lambda d, names: [VARIABLES_DIR] if os.path.samefile(d, export_dir) else [])
+        copy_model_directory(export_dir, target, skip=(VARIABLES_DIR,))
+    # Never through a link: a variables/ (or its files) leading out of the target is refused.
+    for path in (index_path(variables_prefix(target)), data_path(variables_prefix(target), 0, 1)):
+        resolve_inside(target, os.path.relpath(path, target), f"SavedModel '{target}': variables/")
     write_bundle(variables_prefix(target), tensors, kinds)
     return target
+
+
+def copy_model_directory(source: str, target: str, skip: Sequence[str] = ()) -> None:
+    """Copy the SavedModel ``source`` into ``target`` (created if needed; the top-level entries
+    named in ``skip`` left out), reading nothing outside ``source``: a link that leads out of it,
+    or a file with other hard links, is a FileAccessError and nothing is copied. Links inside
+    are copied as the files they lead to."""
+    root = real(source)
+    for directory, subdirectories, files in os.walk(root):
+        if directory == root:
+            subdirectories[:] = [d for d in subdirectories if d not in skip]
+            files = [f for f in files if f not in skip]
+        for name in subdirectories + files:
+            path = os.path.join(directory, name)
+            resolved = resolve_inside(root, os.path.relpath(path, root), f"SavedModel '{source}'")
+            check_single_link(resolved, f"SavedModel '{source}'")
+    shutil.copytree(root, target, dirs_exist_ok=True,
+                    ignore=lambda d, names: list(skip) if os.path.samefile(d, root) else [])
 
 
 def _replacement(prefix: str, key: str, value: Any, dtype: DType, old: np.ndarray) -> np.ndarray:

@@ -42,7 +42,7 @@ from gradreg.errors import CheckpointError, FeedError, FetchError, GradregError,
 from gradreg.formats import saved_model as sm
 from gradreg.formats.freeze import freeze_signature
 from gradreg.formats.model_kinds import SAVED_MODEL_PB
-from gradreg.formats.tensor_bundle import BundleReader, index_path, slice_region
+from gradreg.formats.tensor_bundle import index_path, slice_region
 from gradreg.model import dtypes
 from gradreg.model.graph import Graph, Operation, Tensor, import_graph_def
 from gradreg.model.shapes import TensorShape
@@ -218,7 +218,7 @@ class LoadedSavedModel:
         of the SavedModel at ``path`` (or of this SavedModel, in place, when ``path`` is None);
         returns the directory written. Everything else is copied unchanged, so TensorFlow's
         ``tf.saved_model.load`` (and :func:`load_saved_model`) read the new values."""
-        reader = BundleReader(sm.variables_prefix(self.path))
+        reader = sm.variables_reader(self.path, self.session.context.files.granted)
         values: dict[str, np.ndarray] = {}
         for entry in self.model_variables.values():
             value = np.asarray(self.session.run(entry.variable))
@@ -232,7 +232,7 @@ class LoadedSavedModel:
                 full = values[key] = reader.read(key).copy()
             full[slice_region(spec, full.shape, key)] = value
         target = self.path if path is None else os.fspath(path)
-        return sm.write_saved_model_variables(self.path, values, target, self.tags)
+        return sm.write_saved_model_variables(self.path, values, target, self.tags, self.session.context.files.granted)
 
     def freeze(self, signature: str | None = None) -> graph_pb2.GraphDef:
         """Signature ``signature`` (default ``serving_default``) as a GraphDef whose variables are
@@ -246,13 +246,21 @@ class LoadedSavedModel:
 
 
 def load_saved_model(path: str | os.PathLike[str], tags: Iterable[str] = sm.DEFAULT_TAGS, *,
-                     backend: str | None = None) -> LoadedSavedModel:
+                     backend: str | None = None, run_init_op: bool = True,
+                     allow_files: Sequence[str | os.PathLike[str]] = ()) -> LoadedSavedModel:
     """Load the SavedModel directory ``path`` (its MetaGraph tagged ``tags``): the graph with
     its function library, a Session with the variables restored from ``variables/`` and the
     model's init op run, its signatures and variables. See the module docstring.
 
+    The model is hostile until proven otherwise (docs/security.md): nothing is read outside
+    ``path`` (``variables/`` or a file reached through a link included), and the init op and
+    every later run read files only inside ``path`` and write none, unless ``allow_files`` (or
+    ``gradreg.config.allow_files``) grants directories. ``run_init_op=False`` runs no op of the
+    model at all (what ``gradreg inspect`` does); the variables are still restored.
+
     SavedModelError / CheckpointError name the file and the part that does not fit;
-    UnsupportedModelFormatError says what a Keras, ONNX or TFLite file is and what to do.
+    FileAccessError a path that leaves the model; UnsupportedModelFormatError says what a
+    Keras, ONNX or TFLite file is and what to do.
     """
     where = os.fspath(path)
     tags = tuple(tags)
@@ -261,7 +269,9 @@ def load_saved_model(path: str | os.PathLike[str], tags: Iterable[str] = sm.DEFA
         graph = import_graph_def(meta_graph.graph_def, source=os.path.join(where, SAVED_MODEL_PB))
     except GradregError as exc:
         raise type(exc)(f"{exc} (in the MetaGraph tagged {list(tags)})") from None
-    model = LoadedSavedModel(where, tags, meta_graph, graph, Session(graph, backend=backend))
+    graph.model_root = where
+    session = Session(graph, backend=backend, allow_files=allow_files)
+    model = LoadedSavedModel(where, tags, meta_graph, graph, session)
     if meta_graph.object_graph_def.nodes:
         found = _tf2_variables(model)
     else:
@@ -272,7 +282,8 @@ def load_saved_model(path: str | os.PathLike[str], tags: Iterable[str] = sm.DEFA
     for name, definition in sm.signature_defs(meta_graph).items():
         if name != INIT_OP_SIGNATURE:
             model.signatures[name] = Signature(model, name, definition)
-    _run_init_op(model)
+    if run_init_op:
+        _run_init_op(model)
     return model
 
 
@@ -369,7 +380,7 @@ def _const_strings(t: Tensor) -> list[str] | None:
 # -- TF2: the object graph --------------------------------------------------------------------
 def _tf2_variables(model: LoadedSavedModel) -> list[ModelVariable]:
     objects = model.meta_graph.object_graph_def
-    saved = sm.saved_model_variables(model.path, model.tags)
+    saved = sm.saved_model_variables(model.path, model.tags, model.session.context.files.granted)
     by_node = {v.node_id: v for v in saved}
     by_key = {v.checkpoint_key: v for v in saved}
     captured = captured_variables(model.graph, objects)
@@ -461,7 +472,7 @@ def _restore(model: LoadedSavedModel) -> None:
     if not os.path.exists(index_path(prefix)):
         raise CheckpointError(f"{index_path(prefix)}: missing, but the SavedModel has "
                               f"{len(model.model_variables)} variables")
-    reader = BundleReader(prefix)
+    reader = sm.variables_reader(model.path, model.session.context.files.granted)
     for entry in model.model_variables.values():
         key = entry.source.key
         if key not in reader:

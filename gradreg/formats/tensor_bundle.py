@@ -32,12 +32,13 @@ import contextlib
 import os
 import re
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any, cast
 
 import numpy as np
 
 from gradreg.errors import CheckpointError, FileWriteError, GradregError
+from gradreg.file_access import resolve_inside
 from gradreg.formats import crc32c, sstable
 from gradreg.formats.atomic import Writer, atomic_write_all
 from gradreg.model import dtypes
@@ -156,9 +157,13 @@ class BundleReader:
     as gradreg holds bfloat16), strings as object arrays of ``bytes``.
     """
 
-    def __init__(self, prefix: str):
+    def __init__(self, prefix: str, check: Callable[[str], str] | None = None):
         self.prefix = os.fspath(prefix)
-        self._index = index_path(self.prefix)
+        # ``check`` maps each file's path to the path to open, or raises: a graph's RestoreV2
+        # reads only where its FileAccess allows (gradreg.file_access).
+        self._check = check
+        self._shard_files: dict[int, str] = {}
+        self._index = self._checked(index_path(self.prefix))
         if not os.path.exists(self._index):
             hint = " (a directory: pass a checkpoint prefix such as dir/model.ckpt-100)" \
                 if os.path.isdir(self.prefix) else ""
@@ -283,7 +288,14 @@ class BundleReader:
         if not 0 <= entry.shard_id < self.num_shards:
             raise CheckpointError(f"{self._index}: tensor '{key}' names data shard {entry.shard_id} of "
                                   f"{self.num_shards}")
-        return data_path(self.prefix, entry.shard_id, self.num_shards)
+        path = self._shard_files.get(entry.shard_id)
+        if path is None:
+            path = self._shard_files[entry.shard_id] = self._checked(data_path(self.prefix, entry.shard_id,
+                                                                               self.num_shards))
+        return path
+
+    def _checked(self, path: str) -> str:
+        return path if self._check is None else self._check(path)
 
     def _read_bytes(self, key: str, entry: _Entry, raw_crc: bool = True) -> bytearray:
         """The tensor's bytes; with ``raw_crc`` checked against the entry's CRC (strings are
@@ -457,6 +469,8 @@ def write_bundle(prefix: str, tensors: Mapping[str, Any], dtypes_by_key: Mapping
     records = [(HEADER_KEY, header.SerializeToString())]
     records += sorted((k.encode(), e.SerializeToString()) for k, e in entries.items())
     staged.append((index_path(prefix), lambda f: f.write(sstable.write_table(records))))
+    for path, _ in staged:      # never through a link out of the directory (docs/security.md)
+        resolve_inside(directory, os.path.basename(path), f"checkpoint '{prefix}'")
     try:
         os.makedirs(directory, exist_ok=True)
         atomic_write_all(staged)    # data shards first: the index is what readers open

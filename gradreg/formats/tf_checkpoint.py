@@ -17,6 +17,11 @@ The state file is the text form of ``CheckpointState``::
     all_model_checkpoint_paths: "model.ckpt-2"
     all_model_checkpoint_paths: "model.ckpt-3"
 
+A state file is the checkpoint's, not the caller's: every path it names is resolved against
+its directory and must stay inside it after links are resolved (an absolute path from where the
+directory was written, TensorFlow 1's habit, means the file of that name in the directory);
+removing old checkpoints touches only their files in the directory (docs/security.md).
+
     >>> path = save_checkpoint("/tmp/run/model.ckpt", {"w": np.ones(3, np.float32)}, global_step=7)
     >>> latest_checkpoint("/tmp/run") == path
     True
@@ -33,36 +38,45 @@ from typing import Any
 import numpy as np
 from google.protobuf import text_format
 
-from gradreg.errors import CheckpointError
+from gradreg.errors import CheckpointError, FileAccessError
+from gradreg.file_access import is_inside, real, resolve_inside
 from gradreg.formats.atomic import atomic_write
 from gradreg.formats.tensor_bundle import BundleReader, index_path, write_bundle
 from gradreg.proto import checkpoint_state_pb2, trackable_object_graph_pb2
 
 STATE_FILE = "checkpoint"
+MAX_STATE_BYTES = 1 << 20      # TensorFlow's state files are a few hundred bytes
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 VARIABLE_VALUE = "VARIABLE_VALUE"     # the attribute name of a variable's value in the object graph
 
 
 # -- the state file -------------------------------------------------------------------------
 def read_checkpoint_state(directory: str) -> checkpoint_state_pb2.CheckpointState | None:
-    """The ``checkpoint`` file of ``directory``, or None if there is none."""
+    """The ``checkpoint`` file of ``directory``, or None if there is none. CheckpointError
+    for a file that is not one (not UTF-8 text, not the text of a CheckpointState, larger than
+    any state file); FileAccessError if it is a link leading out of ``directory``."""
     path = os.path.join(directory, STATE_FILE)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
+    resolve_inside(directory, STATE_FILE, f"'{directory}'")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_STATE_BYTES + 1)
     except OSError as exc:
         raise CheckpointError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_STATE_BYTES:
+        raise CheckpointError(f"{path}: larger than {MAX_STATE_BYTES:,} bytes, not a TensorFlow checkpoint state file")
     try:
-        return text_format.Parse(text, checkpoint_state_pb2.CheckpointState())
+        return text_format.Parse(data.decode("utf-8"), checkpoint_state_pb2.CheckpointState())
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{path}: not a TensorFlow checkpoint state file (not UTF-8 text)") from None
     except text_format.ParseError as exc:
         raise CheckpointError(f"{path}: not a TensorFlow checkpoint state file ({exc})") from None
 
 
 def write_checkpoint_state(directory: str, state: checkpoint_state_pb2.CheckpointState) -> None:
     """Write ``state`` as ``directory/checkpoint`` (atomically), as TensorFlow writes it."""
-    path = os.path.join(directory, STATE_FILE)
+    path = resolve_inside(directory, STATE_FILE, f"'{directory}'")      # never through a link out
     try:
         atomic_write(path, text_format.MessageToString(state).encode())
     except Exception as exc:
@@ -70,7 +84,13 @@ def write_checkpoint_state(directory: str, state: checkpoint_state_pb2.Checkpoin
 
 
 def _resolve(directory: str, path: str) -> str:
-    return path if os.path.isabs(path) else os.path.join(directory, path)
+    """A path of the state file of ``directory``, resolved inside it (see the module docstring)."""
+    what = f"{os.path.join(directory, STATE_FILE)}"
+    if os.path.isabs(path) and not is_inside(real(path), real(directory)):
+        moved = os.path.join(directory, os.path.basename(path))
+        if os.path.basename(path) and os.path.lexists(index_path(moved)):
+            path = os.path.basename(path)
+    return resolve_inside(directory, path, what)
 
 
 def latest_checkpoint(directory: str) -> str | None:
@@ -121,16 +141,18 @@ def save_checkpoint(save_path: str, tensors: Mapping[str, Any], global_step: int
     files of checkpoints beyond the newest ``max_to_keep`` (0 or None keeps all). Returns
     the prefix written. ``dtypes`` as in :func:`~gradreg.formats.tensor_bundle.write_bundle`."""
     prefix = os.fspath(save_path) if global_step is None else f"{os.fspath(save_path)}-{int(global_step)}"
-    write_bundle(prefix, tensors, dtypes)
     directory = os.path.dirname(os.path.abspath(prefix))
-    state = read_checkpoint_state(directory) or checkpoint_state_pb2.CheckpointState()
+    state = read_checkpoint_state(directory) or checkpoint_state_pb2.CheckpointState()   # refused before writing
+    write_bundle(prefix, tensors, dtypes)
     name = os.path.basename(prefix)
     now = time.time()
-    kept = [(p, t) for p, t in _paths_and_times(state) if p != name and _resolve(directory, p) != prefix]
+    kept = [(p, t) for p, t in _paths_and_times(state) if p != name and _own(directory, p) != real(prefix)]
     kept.append((name, now))
     if max_to_keep and len(kept) > max_to_keep:
         for old, _ in kept[:-max_to_keep]:
-            _remove_checkpoint_files(_resolve(directory, old))
+            found = _own(directory, old)
+            if found is not None:
+                _remove_checkpoint_files(found)
         kept = kept[-max_to_keep:]
     new_state = checkpoint_state_pb2.CheckpointState(
         model_checkpoint_path=name, all_model_checkpoint_paths=[p for p, _ in kept],
@@ -147,13 +169,23 @@ def _paths_and_times(state: checkpoint_state_pb2.CheckpointState) -> list[tuple[
     return list(zip(state.all_model_checkpoint_paths, times))
 
 
+def _own(directory: str, path: str) -> str | None:
+    """The prefix the state file's entry ``path`` names, if it is a checkpoint directly in
+    ``directory`` (resolved): only such a checkpoint's files are ever removed. An entry naming
+    anything else (another directory, a link out) is kept in the state file and never touched."""
+    try:
+        prefix = _resolve(directory, path)
+    except FileAccessError:
+        return None
+    return prefix if os.path.dirname(prefix) == real(directory) else None
+
+
 def _remove_checkpoint_files(prefix: str) -> None:
-    directory = os.path.dirname(os.path.abspath(prefix))
-    base = os.path.basename(prefix)
+    directory, base = os.path.split(prefix)
     for name in os.listdir(directory):
         if name in (base + ".index", base + ".meta") or name.startswith(base + ".data-"):
             with contextlib.suppress(OSError):
-                os.unlink(os.path.join(directory, name))
+                os.unlink(os.path.join(directory, name))      # a link itself, never its target
 
 
 # -- TF2 object-based checkpoints -----------------------------------------------------------

@@ -506,6 +506,9 @@ class Graph:
         self._version = 0           # bumped when existing ops change (plans are cached per version)
         self._last_id = 0
         self.resources: dict[str, Any] = {}   # per-graph state owned by plugins
+        # The file or directory the graph was read from (set by the loaders): its file ops may
+        # read there and nowhere else the caller did not grant (gradreg.file_access).
+        self.model_root: str | None = None
         # Rules of gradreg.custom_gradient, by the name their nodes' _gradient_op_type attr gives.
         self.custom_gradients: dict[str, Callable[..., Any]] = {}
         # The Python object (gradreg.training.Variable) standing for each variable op: filled by

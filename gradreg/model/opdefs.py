@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from gradreg.errors import GraphError, OpDefinitionError, TypeMismatchError
+from gradreg.file_access import VERBS
 from gradreg.model import dtypes
 from gradreg.model.attrs import from_attr_value, to_attr_value
 from gradreg.model.dtypes import DType
@@ -122,6 +123,10 @@ class OpDefinition:
     absorbs: Sequence[str] = ()
     control_outputs: Sequence[str] = ()
     summary: str = ""
+    # What its kernel does to files named by its inputs ("read", "write", "delete"): a kernel
+    # may touch a file only through its context's file_path(op, path, verb), which refuses a
+    # verb the op does not declare here (gradreg.file_access, docs/security.md).
+    files: Sequence[str] = ()
     # Parsed from the strings above when first read (__getattr__): a registry holds ~800
     # definitions, and a command that loads a small graph reads a few dozen.
     input_args: tuple[ArgSpec, ...] = field(init=False, repr=False)
@@ -132,6 +137,9 @@ class OpDefinition:
     def __post_init__(self) -> None:
         if isinstance(self.api, str):
             self.api = (self.api,)
+        unknown = [verb for verb in self.files if verb not in VERBS]
+        if unknown:
+            raise OpDefinitionError(f"op {self.name}: files={list(self.files)}: the verbs are {', '.join(VERBS)}")
         self._op_def: op_def_pb2.OpDef | None = None
 
     def __getattr__(self, name: str) -> Any:

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from gradreg import config
-from gradreg.errors import ElementLimitError, ExecutionError, describe_node
+from gradreg.errors import ElementLimitError, ExecutionError, FileAccessError, describe_node
+from gradreg.file_access import FileAccess
 
 if TYPE_CHECKING:
     from gradreg.model.graph import Operation
@@ -174,6 +175,10 @@ class KernelContext(Protocol):
     def check_shape(self, shape: Any, op: Any) -> tuple[int, ...]:
         """``shape`` as a tuple of ints, checked (non-negative, within the element limit)."""
 
+    def file_path(self, op: Any, path: Any, verb: str) -> str:
+        """The resolved path ``op``'s kernel may ``verb`` ("read", "write", "delete");
+        FileAccessError naming the node otherwise (see gradreg.file_access)."""
+
     def rng(self, op: Any) -> np.random.Generator:
         """The node's random generator (seeded from the graph and the node's seed attrs)."""
 
@@ -183,8 +188,10 @@ class BasicKernelContext:
     Constant folding uses it as it is; a Session's context adds its resources."""
 
     def __init__(self, graph: Any = None, max_elements: int | None = None, backend: str = "numpy",
-                 loop_iteration_limit: int | None = None):
+                 loop_iteration_limit: int | None = None, files: FileAccess | None = None):
         self.graph = graph
+        # Where file ops may read and write: the graph's model root and the caller's grants.
+        self.files = files if files is not None else FileAccess(getattr(graph, "model_root", None))
         # None: the process default (gradreg.config.max_loop_iterations); 0: no limit.
         limit = config.max_loop_iterations if loop_iteration_limit is None else int(loop_iteration_limit)
         self.loop_iteration_limit = limit if limit > 0 else None
@@ -210,6 +217,20 @@ class BasicKernelContext:
             n *= d
         self.check_elements(n, op)
         return dims
+
+    def file_path(self, op: Any, path: Any, verb: str) -> str:
+        """The resolved path ``op``'s kernel may ``verb`` ("read", "write", "delete"), as its
+        context's :class:`~gradreg.file_access.FileAccess` allows; FileAccessError naming the
+        node otherwise. The op's definition must declare the verb (``files=``): a kernel cannot
+        touch files its op type does not say it touches."""
+        definition = op.definition
+        if definition is None or verb not in definition.files:
+            raise FileAccessError(f"{describe_node(op.name, op.type)}: its op type does not declare that it may "
+                                  f"{verb} files (OpDefinition files=), so its kernel may not")
+        text = path.decode("utf-8", "surrogateescape") if isinstance(path, bytes) else str(path)
+        if not text or "\0" in text:
+            raise FileAccessError(f"{describe_node(op.name, op.type)}: the path {text!r} is not a file name")
+        return self.files.check(text, verb, describe_node(op.name, op.type))
 
     def rng(self, op: Any) -> np.random.Generator:
         """The node's random generator: seeded from the graph seed and the op's seed/seed2

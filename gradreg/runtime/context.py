@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gradreg.file_access import FileAccess
 from gradreg.registry.kernels import BasicKernelContext
 
 
@@ -13,8 +14,9 @@ class SessionContext(BasicKernelContext):
     """Per-session services for kernels (see gradreg.registry.kernels.KernelContext)."""
 
     def __init__(self, graph: Any = None, max_elements: int | None = None, backend: str = "numpy",
-                 resources: dict[str, Any] | None = None, session: Any = None, loop_iteration_limit: int | None = None):
-        super().__init__(graph, max_elements, backend, loop_iteration_limit)
+                 resources: dict[str, Any] | None = None, session: Any = None, loop_iteration_limit: int | None = None,
+                 files: FileAccess | None = None):
+        super().__init__(graph, max_elements, backend, loop_iteration_limit, files)
         self.resources = {} if resources is None else resources
         self.session = session
         self.executor: Any = None      # the session's executor (gradreg.runtime.executor), set by the Session

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from gradreg.errors import FeedError, FetchError, GradregError
+from gradreg.file_access import FileAccess
 from gradreg.model import dtypes
 from gradreg.model.graph import Graph, Operation, Tensor, get_default_graph
 from gradreg.model.indexed_slices import IndexedSlices, IndexedSlicesValue
@@ -44,12 +45,15 @@ class Session:
     (slower; the test suite turns it on with GRADREG_CHECK_OUTPUTS=1);
     ``loop_iteration_limit`` bounds every while loop (default
     ``gradreg.config.max_loop_iterations``, 10**7 unless GRADREG_MAX_LOOP_ITERATIONS says
-    otherwise; 0: no limit).
+    otherwise; 0: no limit);
+    ``allow_files`` lists directories the graph's file ops (SaveV2, RestoreV2, ...) may read and
+    write, besides ``gradreg.config.allow_files``; without a grant they may only read inside the
+    file or directory the graph was loaded from (gradreg.file_access, docs/security.md).
     """
 
     def __init__(self, graph: Graph | None = None, *, max_elements: int | None = None,
                  backend: str | None = None, check_outputs: bool | None = None,
-                 loop_iteration_limit: int | None = None):
+                 loop_iteration_limit: int | None = None, allow_files: Sequence[str | os.PathLike[str]] = ()):
         self.graph = graph if graph is not None else get_default_graph()
         self.backend = backend or default_backend()
         chosen = get_registry().backend(self.backend)     # GradregError naming the known backends
@@ -58,7 +62,8 @@ class Session:
         self.check_outputs = check_outputs
         self.resources: dict[str, Any] = {}
         self.context = SessionContext(self.graph, max_elements, self.backend, self.resources, session=self,
-                                     loop_iteration_limit=loop_iteration_limit)
+                                     loop_iteration_limit=loop_iteration_limit,
+                                     files=FileAccess(self.graph.model_root, allow_files))
         self.loop_iteration_limit = self.context.loop_iteration_limit
         self.executor: Executor = chosen.create_executor(self.context, check_outputs)
         self.context.executor = self.executor   # library functions run on the same executor

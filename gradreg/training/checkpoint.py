@@ -41,8 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from gradreg.errors import CheckpointError, GradregError
+from gradreg.errors import CheckpointError, FeedError, GradregError
+from gradreg.file_access import resolve_inside
 from gradreg.formats import atomic_write, tf_checkpoint
+from gradreg.formats.arrays import read_npz
 from gradreg.formats.npz import save_npz
 from gradreg.formats.tensor_bundle import BundleReader, index_path, slice_region
 from gradreg.model.graph import get_default_graph, import_graph_def
@@ -79,48 +81,49 @@ def save_variables(session, var_list: Sequence[Any], path: str) -> str:
         raise CheckpointError(f"{path}: cannot write checkpoint: {exc}") from None
     return path
 
-def read_checkpoint(path: str) -> tuple[dict[str, dict], Any]:
-    """The metadata and the open archive of a checkpoint file (CheckpointError if unreadable)."""
+def read_checkpoint(path: str) -> tuple[dict[str, dict], dict[str, np.ndarray]]:
+    """The metadata and the arrays of a checkpoint file. The file may be hostile: it is read as
+    feed files are (gradreg.formats.arrays: no objects or pickles, every array's size checked
+    before its data is read); anything that is not a gradreg checkpoint is a CheckpointError."""
     try:
-        archive = np.load(path, allow_pickle=False)
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot read checkpoint: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise CheckpointError(f"{path}: not a gradreg checkpoint ({exc})") from None
-    if METADATA_KEY not in archive.files:
-        archive.close()
+        arrays = read_npz(path)
+    except FeedError as exc:
+        raise CheckpointError(f"not a gradreg checkpoint: {exc}") from None
+    if METADATA_KEY not in arrays:
         raise CheckpointError(f"{path}: not a gradreg checkpoint (no {METADATA_KEY} entry)")
-    meta = json.loads(str(archive[METADATA_KEY]))
-    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-        archive.close()
-        raise CheckpointError(f"{path}: unsupported checkpoint format {meta.get('format')} "
-                              f"version {meta.get('version')}")
-    return meta["variables"], archive
+    try:
+        meta = json.loads(str(arrays.pop(METADATA_KEY)))
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION \
+            or not isinstance(meta.get("variables"), dict):
+        shown = meta if not isinstance(meta, dict) else f"{meta.get('format')} version {meta.get('version')}"
+        raise CheckpointError(f"{path}: unsupported checkpoint format {str(shown)[:80]}")
+    return meta["variables"], arrays
+
 
 def restore_variables(session, var_list: Sequence[Any], path: str) -> None:
     """Set ``var_list`` in ``session`` from the checkpoint at ``path``. Every variable must be
     in the file with the same dtype and shape; otherwise CheckpointError names the variable and
     nothing is changed."""
-    entries, archive = read_checkpoint(path)
-    try:
-        values = []
-        for var in var_list:
-            name = var.op.name
-            entry = entries.get(name)
-            if entry is None:
-                raise CheckpointError(f"{path}: checkpoint has no variable '{name}'")
-            if entry["dtype"] != var.dtype.name:
-                raise CheckpointError(f"{path}: variable '{name}' is {var.dtype.name} in the graph but "
-                                      f"{entry['dtype']} in the checkpoint")
-            value = archive[name]
-            if not var.shape.is_compatible_with(value.shape):
-                raise CheckpointError(f"{path}: variable '{name}' has shape {var.shape} in the graph but "
-                                      f"{list(value.shape)} in the checkpoint")
-            values.append((var, value))
-    finally:
-        archive.close()
+    entries, arrays = read_checkpoint(path)
+    values = []
+    for var in var_list:
+        name = var.op.name
+        entry = entries.get(name)
+        if not isinstance(entry, dict) or name not in arrays:
+            raise CheckpointError(f"{path}: checkpoint has no variable '{name}'")
+        if entry.get("dtype") != var.dtype.name:
+            raise CheckpointError(f"{path}: variable '{name}' is {var.dtype.name} in the graph but "
+                                  f"{str(entry.get('dtype'))[:40]} in the checkpoint")
+        value = arrays[name]
+        if not var.shape.is_compatible_with(value.shape):
+            raise CheckpointError(f"{path}: variable '{name}' has shape {var.shape} in the graph but "
+                                  f"{list(value.shape)} in the checkpoint")
+        values.append((var, value))
     for var, value in values:    # only after every check passed: a failed restore changes nothing
         _state(session, var).assign(value, validate_shape=False)
+
 
 FORMATS = ("npz", "tf")
 
@@ -162,6 +165,8 @@ class Saver:
             save_path += ".npz"
         directory = os.path.dirname(os.path.abspath(save_path))
         os.makedirs(directory, exist_ok=True)
+        # The directory is the caller's; what is in it may not be: never write through a link out.
+        resolve_inside(directory, os.path.basename(save_path), f"'{directory}'")
         save_variables(session, self._variables(session), save_path)
         self._update_index(directory, save_path)
         return save_path
@@ -190,16 +195,24 @@ class Saver:
         kept = [k for k in kept if k != name] + [name]
         for old in kept[:-self.max_to_keep] if self.max_to_keep else []:
             with contextlib.suppress(OSError):
-                os.unlink(os.path.join(directory, old))
+                os.unlink(os.path.join(directory, old))     # a file of this directory (or a link itself)
         kept = kept[-self.max_to_keep:] if self.max_to_keep else kept
+        index_path = resolve_inside(directory, INDEX_FILE, f"'{directory}'")      # never through a link out
         atomic_write(index_path, json.dumps({"latest": name, "all": kept}, indent=1).encode())
 
 def _read_index(directory: str) -> list[str]:
+    """The checkpoints gradreg's index file in ``directory`` names, oldest first: only names of
+    files directly in ``directory`` (the index is a file of the directory, as hostile as any;
+    an entry such as ``../x`` or ``/etc/x`` is ignored, never read or removed)."""
     try:
-        with open(os.path.join(directory, INDEX_FILE)) as f:
-            return list(json.load(f)["all"])
-    except (OSError, ValueError, KeyError):
+        with open(os.path.join(directory, INDEX_FILE), "rb") as f:
+            kept = json.loads(f.read(1 << 20))["all"]
+    except (OSError, ValueError, KeyError, TypeError):
         return []
+    if not isinstance(kept, list):
+        return []
+    return [k for k in kept if isinstance(k, str) and k not in ("", ".", "..") and os.path.basename(k) == k
+            and "\0" not in k]
 
 def latest_checkpoint(directory: str) -> str | None:
     """The path of the newest checkpoint a Saver wrote in ``directory`` (a TensorFlow
@@ -314,6 +327,8 @@ def import_meta_graph(path: str, clear_devices: bool = False) -> Saver:
         for node in meta.graph_def.node:
             node.device = ""
     import_graph_def(meta.graph_def, source=path, graph=graph)
+    # Its save and restore ops may read the checkpoints beside it (gradreg.file_access).
+    graph.model_root = os.path.dirname(os.path.abspath(path))
     return Saver(_meta_graph_variables(meta, graph, path))
 
 

@@ -4,7 +4,12 @@ RestoreV2 / SaveV2 / MergeV2Checkpoints read and write tensor bundles (gradreg.f
 .tensor_bundle), so a TF1 graph's ``save/restore_all`` and a SavedModel's restore and save
 functions run as they do in TensorFlow; ShardedFilename, ShardedFilespec, StringJoin,
 StaticRegexFullMatch and DisableCopyOnRead are the string plumbing around them. None is
-differentiable."""
+differentiable.
+
+The three file ops declare what they do to files (``files=``) and touch a file only through
+``ctx.file_path``: a graph read from a file reads only inside that file's model root, and
+writes or deletes only under directories the caller granted (gradreg.file_access,
+docs/security.md). A relative prefix joins the model's directory."""
 from __future__ import annotations
 
 import os
@@ -13,7 +18,7 @@ import re
 import numpy as np
 
 from gradreg.errors import CheckpointError, ExecutionError, describe_node
-from gradreg.formats.tensor_bundle import BundleReader, index_path, slice_region, write_bundle
+from gradreg.formats.tensor_bundle import BundleReader, data_path, index_path, slice_region, write_bundle
 from gradreg.model import shape_fns as sf
 from gradreg.model.shapes import TensorShape
 from gradreg.registry.kernels import NOOP
@@ -30,10 +35,12 @@ def _restore_shapes(ctx):
 
 
 op("RestoreV2", inputs=_IO, outputs=["tensors: dtypes"], attrs=["dtypes: list(type) >= 1"],
-   shape=_restore_shapes, stateful=True)
-op("SaveV2", inputs=[*_IO, "tensors: dtypes"], attrs=["dtypes: list(type) >= 1"], stateful=True)
+   shape=_restore_shapes, stateful=True, files=("read",))
+op("SaveV2", inputs=[*_IO, "tensors: dtypes"], attrs=["dtypes: list(type) >= 1"], stateful=True,
+   files=("write", "delete"))
 op("MergeV2Checkpoints", inputs=["checkpoint_prefixes: string", "destination_prefix: string"],
-   attrs=["delete_old_dirs: bool = true", "allow_missing_files: bool = false"], stateful=True)
+   attrs=["delete_old_dirs: bool = true", "allow_missing_files: bool = false"], stateful=True,
+   files=("read", "write", "delete"))
 op("ShardedFilename", inputs=["basename: string", "shard: int32", "num_shards: int32"],
    outputs=["filename: string"], shape=sf.scalar)
 op("ShardedFilespec", inputs=["basename: string", "num_shards: int32"], outputs=["filename: string"],
@@ -66,7 +73,7 @@ def _restore_v2(op, ctx):
     wanted = op.get_attr("dtypes")
 
     def restore(prefix, names, specs):
-        reader = BundleReader(_text(prefix))
+        reader = BundleReader(_text(prefix), lambda path: ctx.file_path(op, path, "read"))
         names, specs = _texts(names), _texts(specs)
         if len(names) != len(wanted) or len(specs) != len(wanted):
             raise ExecutionError(f"{describe_node(op.name, op.type)}: {len(names)} names and {len(specs)} slices "
@@ -90,9 +97,20 @@ def _save_v2(op, ctx):
 
     def save(prefix, names, specs, *tensors):
         names, specs = _texts(names), _texts(specs)
-        write_bundle(_text(prefix), _whole_tensors(op, names, specs, tensors),
+        write_bundle(_writable_prefix(op, ctx, _text(prefix)), _whole_tensors(op, names, specs, tensors),
                      {n: d for n, d in zip(names, dtypes_) if d.name == "bfloat16"})
     return save
+
+
+def _writable_prefix(op, ctx, prefix: str) -> str:
+    """The resolved prefix of a bundle ``op`` writes: its directory, its index and its one data
+    shard must be writable (no link out of the granted directories), and stale shards of the
+    prefix, which write_bundle removes, deletable."""
+    resolved = ctx.file_path(op, prefix, "write")
+    for path in (index_path(resolved), data_path(resolved, 0, 1)):
+        ctx.file_path(op, path, "write")
+    ctx.file_path(op, os.path.dirname(resolved), "delete")
+    return resolved
 
 
 def _whole_tensors(op, names, specs, tensors) -> dict:
@@ -124,26 +142,36 @@ def _merge_v2(op, ctx):
 
     def merge(sources, destination):
         tensors, kinds = {}, {}
-        for prefix in _texts(sources):
+        # Every path is checked before anything is read, written or deleted.
+        sources = [_readable_and_deletable(op, ctx, prefix) for prefix in _texts(sources)]
+        destination = _writable_prefix(op, ctx, _text(destination))
+        for prefix in sources:
             if allow_missing and not os.path.exists(index_path(prefix)):
                 continue
-            reader = BundleReader(prefix)
+            reader = BundleReader(prefix, lambda path: ctx.file_path(op, path, "read"))
             for key in reader:
                 tensors[key] = reader.read(key)
                 kinds[key] = reader.dtype(key)
-        write_bundle(_text(destination), dict(sorted(tensors.items())), kinds)
-        for prefix in _texts(sources):
-            _remove_bundle(prefix, delete_old)
+        write_bundle(destination, dict(sorted(tensors.items())), kinds)
+        for prefix in sources:
+            _remove_bundle(op, ctx, prefix, delete_old)
     return merge
 
 
-def _remove_bundle(prefix: str, remove_directory: bool) -> None:
-    directory, base = os.path.split(os.path.abspath(prefix))
+def _readable_and_deletable(op, ctx, prefix: str) -> str:
+    ctx.file_path(op, prefix, "delete")
+    return ctx.file_path(op, prefix, "read")
+
+
+def _remove_bundle(op, ctx, prefix: str, remove_directory: bool) -> None:
+    directory, base = os.path.split(prefix)       # resolved and checked already
     for name in os.listdir(directory) if os.path.isdir(directory) else ():
         if name == base + ".index" or name.startswith(base + ".data-"):
-            os.unlink(os.path.join(directory, name))
+            path = os.path.join(directory, name)
+            ctx.file_path(op, path, "delete")      # a link may lead out: then nothing is removed
+            os.unlink(path)
     if remove_directory and os.path.isdir(directory) and not os.listdir(directory):
-        os.rmdir(directory)
+        os.rmdir(ctx.file_path(op, directory, "delete"))
 
 
 @kernel("ShardedFilename")
