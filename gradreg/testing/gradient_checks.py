@@ -142,12 +142,15 @@ def check_first_order(report: OpReport, trial: Trial, session: Session, vjp: Vjp
     steps = STEPS.get(dtype.name if dtype is not None else "", STEPS["float32"])
     ok = True
     expected_combined = [np.zeros(trial.values[trial.varied[p]].size) for p in vjp.x_positions]
+    differences: dict[tuple[int, float], list[np.ndarray]] = {}   # (input, step) -> one Jacobian per output
     for yi, (k, y_shape) in enumerate(zip(vjp.y_indices, shapes)):
         rule = rule_jacobian(trial, session, k, y_shape)
         for a, p in enumerate(vjp.x_positions):
             best = None
             for delta in steps:
-                fd = numerical(run, varied, p, delta)[yi]
+                if (p, delta) not in differences:
+                    differences[p, delta] = numerical(run, varied, p, delta)
+                fd = differences[p, delta][yi]
                 found = largest_error(rule[a], fd)
                 if best is None or found[1] < best[0][1]:
                     best = (found, fd)
