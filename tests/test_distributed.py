@@ -24,7 +24,15 @@ from gradreg.errors import FeedError, GradientError, GradregError
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
 
-from gradreg.distributed import ClusterError, DataParallel, add_dask_arguments, run_distributed_grad  # noqa: E402
+from gradreg.distributed import (  # noqa: E402
+    BatchPinnedError,
+    ClusterError,
+    DataParallel,
+    add_dask_arguments,
+    free_batch,
+    run_distributed_grad,
+    thaw_constants,
+)
 from gradreg.distributed.sharding import split_feeds  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -205,18 +213,12 @@ def test_a_worker_side_gradreg_error_arrives_as_itself(threads_client):
     bad = dict(batch(0), **{"x:0": np.ones((10, 5))})
     with pytest.raises(FeedError, match=r"x:0.*\(on dask worker "):
         dp.gradients(bad)
-    fixed = gr.load_graph(str(REPO / "examples" / "mlp" / "model.pbtxt"))     # x is [8, 12] in this graph
-    with np.load(REPO / "examples" / "mlp" / "inputs.npz") as inputs:
-        feeds = dict(inputs)
-    mlp = DataParallel(fixed, xs=["w1"], client=threads_client, backend="numpy")
-    with pytest.raises(FeedError, match=r"feed 'x:0' has the static shape \[8, 12\] in the graph"):
-        mlp.gradients(feeds)
 
 
 def test_uninitialized_unconnected_and_unknown_names_are_typed_errors(threads_client):
     graph = regression_graph()
     dp = DataParallel(graph, xs=["w1", "unused"], client=threads_client, split=["x:0", "y:0"], backend="numpy")
-    with pytest.raises(GradregError, match=r"uninitialized value w[12] .*DataParallel.initialize\(\)"):
+    with pytest.raises(GradregError, match=r"uninitialized value (w[12]|unused) .*DataParallel.initialize\(\)"):
         dp.gradients(batch(0))
     dp.initialize()
     grads = dp.gradients(batch(0))
@@ -251,7 +253,8 @@ def test_the_command_line_evaluates_gradients_on_a_scheduler(threads_client, tmp
     np.testing.assert_allclose(ys["loss:0"], want_loss, rtol=1e-13)
     np.testing.assert_allclose(grads["w:0"], want_grad, rtol=1e-12)
     local = parser.parse_args(["g.pb", "--ys", "loss", "--xs", "w", "--dask", "local:1", "--reduction", "mean"])
-    assert local.dask == 1
+    assert local.dask == 1 and local.relax_batch is True
+    assert parser.parse_args(["g.pb", "--ys", "loss", "--xs", "w", "--no-relax-batch"]).relax_batch is False
     ys, grads = run_distributed_grad(local, graph, feeds)       # one worker process, started and stopped here
     np.testing.assert_allclose(grads["w:0"], want_grad, rtol=1e-12)
     for bad in (["--dask", "local:0"], ["--dask", "nowhere"], ["--split", ","]):
@@ -335,17 +338,20 @@ def _example(name: str):
     return module
 
 
-def test_the_dask_example_trains_the_mlp_to_the_single_process_examples_model(process_client, tmp_path):
-    pytest.importorskip("sklearn")
-    single = _example("train_mlp").main(["--epochs", "3", "--out", str(tmp_path / "single"), "--quiet"])
-    parallel = _example("train_dask").main(["--epochs", "3", "--out", str(tmp_path / "dask"), "--quiet",
-                                            "--scheduler", process_client.scheduler.address])
-    assert parallel == single and parallel > 0.9
-    with np.load(tmp_path / "single" / "model-69.npz") as want, np.load(tmp_path / "dask" / "model-69.npz") as got:
-        assert sorted(got.files) == sorted(want.files)     # the same variables, slots and step
-        for name in want.files:
-            if name != "__gradreg_checkpoint__":           # float32: the shards' sum rounds differently
-                np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=2e-6, err_msg=name)
+def test_the_dask_example_trains_a_tf_written_fixed_batch_graph_to_the_single_process_loss_curve(
+        process_client, tmp_path):
+    """examples/mlp/model.pbtxt: TensorFlow wrote it with x [8, 12], labels [8, 5] and its weights as
+    Consts (and folded the loss's tf.shape() into Consts [8, 5]); trained on two workers, shards of 4."""
+    curves = _example("train_dask").main([
+        "--graph", str(REPO / "examples" / "mlp" / "model.pbtxt"), "--steps", "8", "--lr", "0.01",
+        "--checkpoint-every", "4", "--out", str(tmp_path), "--scheduler", process_client.scheduler.address])
+    single, parallel = curves["single"], curves["parallel"]
+    assert len(parallel) == len(single) == 8
+    np.testing.assert_allclose(parallel, single, rtol=2e-5)
+    assert min(single[4:]) < single[0]            # it learns
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model-4.npz", "model-8.npz"]
+    with np.load(tmp_path / "model-8.npz") as saved:
+        assert {"w1/variable", "b2/variable", "global_step"} <= set(saved.files)
 
 
 class KillOnShard(distributed.WorkerPlugin):
@@ -369,29 +375,32 @@ class KillOnShard(distributed.WorkerPlugin):
         os._exit(1)
 
 
-def test_a_worker_killed_mid_step_costs_a_retry_not_an_update(process_client, tmp_path):
+def test_a_worker_killed_mid_epoch_leaves_the_fault_free_runs_weights_bit_for_bit(process_client, tmp_path):
+    """Two worker processes, two shards, steps sent ahead: a worker dies running step 3's shard.
+    The other worker's replica carries on, the restarted worker gets a copy, the step runs again,
+    and every loss and final weight equals the fault-free run's exactly."""
     graph = regression_graph()
-    batches = [batch(seed) for seed in range(5)]
+    batches = [batch(seed) for seed in range(6)]
 
     def run(callback=None):
         dp = DataParallel(graph, client=process_client, split=["x:0", "y:0"], backend="numpy")
-        losses = dp.train(gr.train.MomentumOptimizer(0.05, 0.9), batches, steps=5, progress=False,
+        losses = dp.train(gr.train.MomentumOptimizer(0.05, 0.9), batches, steps=6, progress=False,
                           callback=callback)
         return dp, losses, dp.session.run(dp.xs)
 
     clean, clean_losses, clean_values = run()
     marker = tmp_path / "killed"
 
-    def kill_during_the_next_step(step, loss):
+    def kill_during_a_later_step(step, loss):
         if step == 2:
             process_client.register_plugin(KillOnShard(str(marker)), name="kill-on-shard")
     try:
-        faulty, losses, values = run(kill_during_the_next_step)
+        faulty, losses, values = run(kill_during_a_later_step)
     finally:
         process_client.unregister_worker_plugin("kill-on-shard")
-    assert marker.read_text().startswith("tcp://")           # a worker died running step 3's shard
-    assert faulty.retries == 1 and clean.retries == 0
-    assert faulty.global_step == 5                          # no step lost, none applied twice
+    assert marker.read_text().startswith("tcp://")           # a worker died running a shard
+    assert faulty.retries >= 1 and clean.retries == 0
+    assert faulty.global_step == clean.global_step == 6       # no step lost, none applied twice
     assert losses == clean_losses
     for got, want in zip(values, clean_values):
         np.testing.assert_array_equal(got, want)
@@ -401,6 +410,159 @@ def test_a_worker_killed_mid_step_costs_a_retry_not_an_update(process_client, tm
     for got, want in zip(values, reference.values()):
         np.testing.assert_allclose(got, want, rtol=1e-11)
     process_client.wait_for_workers(2, timeout=60)   # the nanny restarted the killed worker
+
+
+def test_a_restarted_driver_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(threads_client, tmp_path):
+    """Checkpoints every 2 steps on the driver; the driver dies after step 3 (its DataParallel and
+    client gone, the workers' replicas with them); a new client resumes from model-2 and ends
+    where the uninterrupted run ends, bit for bit."""
+    graph = regression_graph()
+    batches = [batch(seed) for seed in range(5)]
+    whole = DataParallel(graph, client=threads_client, split=["x:0", "y:0"], backend="numpy")
+    want_losses = whole.train(gr.train.AdamOptimizer(0.05), batches, steps=5, progress=False)
+    want = whole.session.run(whole.xs)
+
+    class DriverDied(Exception):
+        pass
+
+    def die_after_step_3(step, loss):
+        if step == 3:
+            raise DriverDied
+    address = threads_client.scheduler.address
+    with distributed.Client(address) as first:
+        dp = DataParallel(graph, client=first, split=["x:0", "y:0"], backend="numpy")
+        with pytest.raises(DriverDied):
+            dp.train(gr.train.AdamOptimizer(0.05), batches, steps=5, checkpoint_dir=str(tmp_path),
+                     checkpoint_every=2, progress=False, callback=die_after_step_3, window=0)
+        dp.close()
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model-2.npz"]
+    with distributed.Client(address) as second:
+        resumed = DataParallel(graph, client=second, split=["x:0", "y:0"], backend="numpy")
+        losses = resumed.train(gr.train.AdamOptimizer(0.05), batches[2:], steps=3, checkpoint_dir=str(tmp_path),
+                               checkpoint_every=2, resume=True, progress=False)
+        assert resumed.global_step == 5
+        assert losses == want_losses[2:]
+        for got, expected in zip(resumed.session.run(resumed.xs), want):
+            np.testing.assert_array_equal(got, expected)
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model-2.npz", "model-4.npz", "model-5.npz"]
+
+
+def test_variables_stay_on_the_workers_a_step_moves_shards_and_gradients(threads_client):
+    """The driver sends the variables once; then each step's tasks carry a shard, and the workers
+    hold replicas that all advance together."""
+    dp = DataParallel(regression_graph(), client=threads_client, split=["x:0", "y:0"], backend="numpy")
+    pushes = []
+    push = dp._push
+
+    def counted():
+        pushes.append(1)
+        push()
+    dp._push = counted
+    dp.train(gr.train.GradientDescentOptimizer(0.1), [batch(s) for s in range(4)], steps=4, progress=False)
+    assert len(pushes) == 1
+    lineage, step = dp.lineage
+    assert step == 4
+    states = threads_client.run(lambda dask_worker, spec=dp.spec: dask_worker.plugins[spec.plugin].entries[spec].state)
+    assert list(states.values()) == [(lineage, 4)] * 3
+    assert dp.last_step["shard_bytes"] < 2000 and dp.last_step["result_bytes"] < 1000   # no parameters in either
+
+
+def test_a_tf_written_graph_with_a_fixed_batch_gives_the_full_batch_gradients_on_three_workers(threads_client):
+    """examples/mlp/model.pbtxt (x [8, 12], weights as Consts) split 3+3+2: its batch is freed, the
+    Consts TensorFlow folded from tf.shape() become Shape ops, and the gradients are the graph's."""
+    path = str(REPO / "examples" / "mlp" / "model.pbtxt")
+    with np.load(REPO / "examples" / "mlp" / "inputs.npz") as inputs:
+        feeds = dict(inputs)
+    dp = DataParallel(path, xs=["w1", "b1", "w2", "b2"], client=threads_client, split=["x:0", "labels:0"],
+                      backend="numpy")
+    assert dp.batch_report.batch == 8 and dp.batch_report.freed == ["x", "labels"]
+    assert dp.batch_report.unpinned == ["softmax_cross_entropy_with_logits/Shape"]
+    (loss,), grads = dp.loss_and_gradients(feeds)
+    graph = gr.load_graph(path)
+    with graph.as_default():
+        want = gr.gradients(graph.get_tensor("loss:0"), [graph.get_tensor(f"{n}:0") for n in ("w1", "b1", "w2", "b2")])
+    session = gr.Session(graph, backend="numpy")
+    want_loss, want_grads = session.run(["loss:0", want], feeds)
+    assert dp.last_step["shards"] == 3
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-6)
+    np.testing.assert_allclose(loss, 1.36951, rtol=1e-5)                 # TensorFlow's value (examples/mlp)
+    for got, expected in zip(grads, want_grads):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+
+
+def _pinned_graph() -> gr.Graph:
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [128, 6], name="x")
+        w = gr.constant(np.ones((6, 3), np.float32), name="w")
+        flat = gr.reshape(x, [128, -1], name="flat")
+        gr.reduce_sum(gr.matmul(flat, w), name="loss")
+    return graph
+
+
+def test_a_node_that_pins_the_batch_is_named_with_the_ways_out(threads_client):
+    with pytest.raises(BatchPinnedError, match=r"fixes the batch size 128 of 'x:0'.*node 'flat' \(op Reshape\).*"
+                                                r"relax_batch=False .*exactly 128 examples"):
+        DataParallel(_pinned_graph(), xs=["w"], client=threads_client, split=["x:0"], backend="numpy")
+    graph = gr.Graph()
+    with graph.as_default():      # a loss divided by the written batch size, as a constant
+        x = gr.placeholder(gr.float32, [16, 3], name="x")
+        w = gr.constant(np.ones((3, 1), np.float32), name="w")
+        gr.div(gr.reduce_sum(gr.matmul(x, w)), gr.constant(16.0, name="batch_size"), name="loss")
+    with pytest.raises(BatchPinnedError, match=r"node 'loss' \(op RealDiv\) scales by the constant 'batch_size' = 16"):
+        free_batch(graph.as_graph_def(), {"x:0": 0})
+    hidden = gr.Graph()
+    with hidden.as_default():     # a hidden width equal to the batch size pins nothing
+        x = gr.placeholder(gr.float32, [4, 3], name="x")
+        h = gr.matmul(x, gr.constant(np.ones((3, 4), np.float32), name="w"))
+        gr.reduce_mean(gr.reshape(h, [-1, 4]), name="loss")
+    freed, report = free_batch(hidden.as_graph_def(), {"x:0": 0})
+    assert report.batch == 4 and report.freed == ["x"] and report.unpinned == []
+    assert gr.load_graph(freed.SerializeToString()).get_tensor("x:0").shape.as_list() == [None, 3]
+
+
+def test_with_relax_batch_off_each_shard_holds_the_written_batch(threads_client):
+    graph = _pinned_graph()
+    dp = DataParallel(graph, xs=["w"], client=threads_client, split=["x:0"], backend="numpy", relax_batch=False,
+                      shards=2)
+    x = np.random.default_rng(0).normal(size=(256, 6)).astype(np.float32)
+    (loss,), (grad,) = dp.loss_and_gradients({"x:0": x})
+    np.testing.assert_allclose(loss, x.sum() * 3 / 2, rtol=1e-5)        # the mean of the two shards' sums
+    np.testing.assert_allclose(grad, np.repeat(x.sum(axis=0)[:, None] / 2, 3, axis=1), rtol=1e-5)
+    with pytest.raises(FeedError, match=r"each shard must hold 128 examples \(these hold 64\); feed 2 x 128"):
+        dp.gradients({"x:0": x[:128]})
+
+
+def test_a_frozen_keras_model_trains_as_it_is(threads_client):
+    """bench/graphs' MobileNetV2 (alpha 0.35, 64x64), frozen by TensorFlow at batch 8: its 158 weight
+    Consts become variables, the batch is freed, and SGD steps on 4+4 examples follow the single-process
+    run of the graph as written (batch 8)."""
+    path = REPO / "bench" / "graphs" / "mobilenet_v2_64" / "forward.pb"
+    if not path.exists():
+        pytest.skip("bench/graphs/mobilenet_v2_64 is not there")
+    import json
+    xs = json.loads((path.parent.parent / "manifest.json").read_text())["mobilenet_v2_64"]["xs"][1:]
+    graph = gr.load_graph(str(path))
+    with graph.as_default():
+        labels = gr.placeholder(gr.int32, [None], name="labels")
+        probabilities = graph.get_tensor("Identity:0")
+        picked = gr.reduce_sum(probabilities * gr.one_hot(labels, 10), axis=1)
+        gr.reduce_mean(-gr.log(picked + 1e-7), name="loss")
+    dp = DataParallel(graph, xs=xs, client=threads_client, split=["x:0", "labels:0"], shards=2)
+    assert dp.batch_report.batch == 8 and len(dp.xs) == 158
+    rng = np.random.default_rng(0)
+    feeds = {"x:0": rng.uniform(-1, 1, (8, 64, 64, 3)).astype(np.float32), "labels:0": np.arange(8, dtype=np.int32)}
+    losses = dp.train(gr.train.GradientDescentOptimizer(0.002), [feeds] * 2, steps=2, progress=False)
+    single = gr.load_graph(thaw_constants(graph.as_graph_def(), xs).SerializeToString())
+    with single.as_default():
+        train_op = gr.train.GradientDescentOptimizer(0.002).minimize(single.get_tensor("loss:0"),
+                                                                     var_list=gr.train.find_variables(single))
+        init = gr.global_variables_initializer()
+    session = gr.Session(single)
+    session.run(init)
+    want = [float(session.run(["loss:0", train_op], feeds)[0]) for _ in range(2)]
+    np.testing.assert_allclose(losses, want, rtol=1e-4)       # the second loss is after the first update
+    assert abs(losses[1] - losses[0]) > 0.1
 
 
 def test_a_cluster_without_workers_and_a_closed_data_parallel_say_so(threads_client):

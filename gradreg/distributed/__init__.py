@@ -21,9 +21,11 @@ from gradreg.distributed.cli import add_dask_arguments, connect, run_distributed
 from gradreg.distributed.sharding import split_feeds
 
 _LAZY = {"DataParallel": "data_parallel", "graph_bytes": "data_parallel", "ClusterError": "errors",
-         "GradientSpec": "worker", "GraphPlugin": "worker"}
+         "GradientSpec": "worker", "GraphPlugin": "worker",
+         "BatchPinnedError": "graphs", "free_batch": "graphs", "thaw_constants": "graphs"}
 
-__all__ = ["DataParallel", "ClusterError", "GradientSpec", "GraphPlugin", "add_dask_arguments",
+__all__ = ["BatchPinnedError", "DataParallel", "ClusterError", "GradientSpec", "GraphPlugin", "add_dask_arguments",
+           "free_batch", "thaw_constants",
            "connect", "graph_bytes", "run_distributed_grad", "split_feeds"]
 
 

@@ -55,7 +55,7 @@ def split_list(text: str) -> list[str]:
 
 
 def add_dask_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--dask``, ``--split``, ``--reduction`` and ``--shards`` to a ``grad`` subparser."""
+    """Add ``--dask``, ``--split``, ``--reduction``, ``--shards`` and ``--no-relax-batch`` to a ``grad`` subparser."""
     group = parser.add_argument_group("data-parallel evaluation on a Dask cluster (pip install 'gradreg[dask]')")
     group.add_argument("--dask", metavar="SCHEDULER|local:N", type=dask_target, default=None,
                        help="evaluate the ys and gradients of the --feed batch data-parallel: on the scheduler at "
@@ -67,6 +67,9 @@ def add_dask_arguments(parser: argparse.ArgumentParser) -> None:
                        help="how the ys reduce over the batch: mean (shards weighted by size) or sum")
     group.add_argument("--shards", type=int, default=None, metavar="N",
                        help="number of shards (default: one per worker)")
+    group.add_argument("--no-relax-batch", dest="relax_batch", action="store_false",
+                       help="keep a batch size the graph fixes: each shard must then hold exactly that many "
+                            "examples (by default the split feeds' batch dimension is freed)")
 
 
 @contextlib.contextmanager
@@ -108,6 +111,7 @@ def run_distributed_grad(args: argparse.Namespace, graph: Any, feeds: Mapping[st
     ys = [tensor_name(n) for n in args.ys.split(",") if n.strip()]
     xs = [tensor_name(n) for n in args.xs.split(",") if n.strip()]
     options = dict(split=args.split, reduction=args.reduction, shards=args.shards,
+                   relax_batch=getattr(args, "relax_batch", True),
                    grad_ys=_names(getattr(args, "grad_ys", None)), stop_gradients=_names(getattr(args, "stop", None)),
                    unconnected_gradients=getattr(args, "unconnected", "none"),
                    custom_gradient=getattr(args, "custom_gradient", "error"), backend=getattr(args, "backend", None))

@@ -9,41 +9,71 @@
     grads = dp.gradients({"x:0": x, "labels:0": y}, split=["x:0", "labels:0"])
     dp.train(gradreg.train.AdamOptimizer(0.003), batches, steps=1000, checkpoint_dir="runs/dp")
 
-The GraphDef bytes go to every worker once, inside a worker plugin named for their SHA-256;
-each worker loads them, builds the gradient graph and compiles it once (see
-:mod:`gradreg.distributed.worker`). A step then moves only the parameter values (one task
-whose result the workers copy from each other), the batch shards (one task each) and the
-gradients: the shards' results are summed pairwise on the workers, ceil(log2(shards))
-levels deep, and the driver receives one set of gradients.
+The GraphDef bytes go to every worker once, inside a worker plugin named for their SHA-256
+(a batch size the graph fixes freed first, a frozen model's weight Consts thawed into
+variables: :mod:`gradreg.distributed.graphs`); each worker loads them, builds the gradient
+graph and compiles it once (see :mod:`gradreg.distributed.worker`).
 
-Variables live on the driver. Its Session (``dp.session``) holds their values and the
-optimizer's slots; each step sends the current values of the variables the loss reads, and
-the optimizer's update runs on the driver once the summed gradients have arrived. A step
-is therefore a pure function of (values, batch): when a worker dies, Dask reruns its tasks
-on the workers that remain, and if a step's data is lost altogether the driver runs the
-whole step again. No update is applied before its gradients are complete, and none twice.
+Variables live on the workers. The driver sends its values (after ``initialize()`` or
+``restore()``) to every worker once; each worker keeps a replica of the model, and a step
+moves only the batch shards (one task each), the shards' gradients, summed pairwise on the
+workers in shard order (ceil(log2(shards)) levels), and the sum, which every worker fetches
+to apply the optimizer's update to its own replica. With one worker and one shard the step
+is a single task: a shard in, the loss out. ``gradients()`` returns the sum to the driver.
 
-The number of shards is fixed when the DataParallel is made (default: one per worker then),
-so a step gives the same numbers bit for bit whichever workers run it, and a step retried
-after a failure equals the step that failed.
+Each step expects the replicas in one state (a lineage and a step count): a worker that
+died takes nothing with it that the others do not hold; Dask reruns its tasks elsewhere,
+and a replica that missed an update, or a new worker, gets a copy of the newest one before
+the step runs again (:meth:`DataParallel._recover`). The number of shards is fixed when the
+DataParallel is made (default: one per worker then) and the reduction sums them in shard
+order, so a step gives the same bits whichever workers run it: training that lost a worker
+ends with the fault-free run's weights. If every worker holding the model is lost, the
+driver's last checkpoint is the way on (``train(..., resume=True)``).
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import uuid
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from dask.sizeof import sizeof
 
 import gradreg as gr
-from gradreg.distributed.errors import ClusterError
-from gradreg.distributed.sharding import REDUCTIONS, Shard, split_feeds, tensor_name, tree_levels
+from gradreg.distributed.errors import ClusterError, ReplicaMismatch
+from gradreg.distributed.graphs import PLACEHOLDERS, BatchReport, free_batch, static_batch, thaw_constants
+from gradreg.distributed.sharding import REDUCTIONS, Shard, parse_split_entry, split_feeds, tensor_name, tree_levels
 from gradreg.distributed.trainer import global_step_value, train
-from gradreg.distributed.worker import GradientSpec, GraphPlugin, add_pair, shard_gradients, step_inputs
+from gradreg.distributed.worker import (
+    GradientSpec,
+    GraphPlugin,
+    OptimizerUpdate,
+    State,
+    add_pair,
+    apply_update,
+    export_state,
+    import_state,
+    replica_state,
+    shard_gradients,
+    train_shard,
+)
 from gradreg.errors import ExecutionError, FeedError, GradregError
+
+
+@dataclass
+class PendingStep:
+    """A training step sent to the cluster: what to run it again from, and the futures of its updates."""
+    update: OptimizerUpdate
+    common: dict
+    shards: list[Shard]
+    state: State
+    workers: list[str]
+    futures: list
 
 
 class DataParallel:
@@ -51,9 +81,12 @@ class DataParallel:
 
     ``graph_or_path``: a Graph, GraphDef bytes, or the path of a .pb/.pbtxt file.
     ``loss``: a scalar tensor name (or several, whose sum is differentiated, as gradients() does).
-    ``xs``: tensor names or variable names (default: the trainable variables the loss reads).
+    ``xs``: tensor names or variable names (default: the trainable variables the loss reads); a
+    frozen model's weight Consts become variables (see :func:`.graphs.thaw_constants`).
     ``split``: the feeds to cut along their batch axis (default: every feed, axis 0); a dict
-    gives other axes. ``reduction``: "mean" when the loss averages over the batch (shards are
+    gives other axes. ``relax_batch``: free a batch size the graph fixes for the split feeds
+    (see :func:`.graphs.free_batch`); with False each shard must hold exactly that many examples.
+    ``reduction``: "mean" when the loss averages over the batch (shards are
     weighted by their share of it, so the result is the full-batch gradient), "sum" when it
     sums (shards are added). ``shards``: how many (default: the number of workers now).
     ``grad_ys``, ``stop_gradients``, ``unconnected_gradients``, ``custom_gradient``: as for
@@ -65,16 +98,28 @@ class DataParallel:
     def __init__(self, graph_or_path: Any, loss: str | Sequence[str] = "loss:0", xs: Sequence[Any] | None = None,
                  client: Any = None, *, split: Sequence[str] | Mapping[str, int] | None = None,
                  reduction: str = "mean", shards: int | None = None, backend: str | None = None,
-                 grad_ys: Sequence[str] | None = None, stop_gradients: Sequence[str] | None = None,
-                 unconnected_gradients: str = "none", custom_gradient: str = "error", max_retries: int = 3,
-                 worker_timeout: float = 60.0):
+                 relax_batch: bool = True, grad_ys: Sequence[str] | None = None,
+                 stop_gradients: Sequence[str] | None = None, unconnected_gradients: str = "none",
+                 custom_gradient: str = "error", max_retries: int = 3, worker_timeout: float = 60.0):
         from distributed import default_client
         if reduction not in REDUCTIONS:
             raise GradregError(f"reduction {reduction!r}: use 'mean' (the loss averages over the batch) or 'sum'")
         self.client = client if client is not None else default_client()
-        self.graph_bytes = graph_bytes(graph_or_path)
+        written = gr.load_graph(graph_bytes(graph_or_path))
+        graph_def = written.as_graph_def()
+        axes = declared_axes(written, split)
+        self.relax_batch = relax_batch
+        if relax_batch:
+            graph_def, self.batch_report = free_batch(graph_def, axes)
+        else:
+            self.batch_report = BatchReport(batch=static_batch(written, axes))
+        frozen = [name for name in _names(xs) if _is_const(written, name)]
+        if frozen:
+            graph_def = thaw_constants(graph_def, frozen)
+            xs = [f"{name.split(':')[0]}/variable" if name in frozen else name for name in _names(xs)]
+        self.graph_bytes = graph_def.SerializeToString(deterministic=True)
         self.digest = hashlib.sha256(self.graph_bytes).hexdigest()
-        self.graph = gr.load_graph(self.graph_bytes)      # the driver's copy: variables and optimizer live here
+        self.graph = gr.load_graph(self.graph_bytes)      # the driver's copy: checkpoints are written from it
         self.split, self.reduction, self.max_retries = split, reduction, max_retries
         self.worker_timeout = worker_timeout
         self.graph_variables = {v.op.name: v for v in gr.train.find_variables(self.graph)}
@@ -91,10 +136,18 @@ class DataParallel:
             stop_gradients=tuple(tensor_name(n) for n in stop_gradients or ()),
             unconnected_gradients=unconnected_gradients, custom_gradient=custom_gradient, backend=backend)
         self.session = gr.Session(self.graph, backend=backend)
-        self.initialized = not self.variables
+        thawed = [self.graph_variables[f"{n.split(':')[0]}/variable"] for n in frozen]
+        if thawed:            # their values are the frozen graph's: no initialize() needed for them
+            self.session.run([v.initializer for v in thawed])
+        self.initialized = all(v in thawed for v in self.graph_variables.values())
         self.retries = 0                    # steps run again after a worker was lost
         self.last_step: dict[str, Any] = {}
-        self.updates: dict[int, Any] = {}   # the optimizers' updates on the driver, by id
+        self.updates: dict[bytes, OptimizerUpdate] = {}   # the optimizers' updates, by pickled optimizer
+        self.lineage: State | None = None   # the state every replica holds (None: push the driver's)
+        self.driver_current = True          # the driver's Session holds the newest values
+        self.known_workers: set[str] = set()
+        self.last_ys: list = []
+        self.replica_losses: dict[int, list] = {}   # step -> loss values, as the replicas last reported
         self.shards = shards if shards is not None else len(self._wait_for_a_worker())
         self.client.register_plugin(GraphPlugin(self.plugin_name, self.graph_bytes), name=self.plugin_name)
         self.closed = False
@@ -132,7 +185,7 @@ class DataParallel:
                 raise GradregError(f"xs: '{name}' names no tensor or variable of the graph") from None
         return out
 
-    # -- variables -----------------------------------------------------------------------------
+    # -- variables: on the driver until pushed, then on every worker -----------------------------
     def initialize(self) -> None:
         """Run the initializers of the model's variables in the driver's Session."""
         missing = [name for name, v in self.graph_variables.items() if v.initializer is None]
@@ -140,22 +193,122 @@ class DataParallel:
             raise GradregError(f"variables without an initializer in the graph: {', '.join(missing)} "
                                f"(restore a checkpoint instead)")
         self.session.run([v.initializer for v in self.graph_variables.values()])
-        self.initialized = True
+        self._driver_changed()
 
     def restore(self, path: str) -> None:
         """Restore the driver's variables (and the optimizers' slots built so far) from a checkpoint."""
         gr.train.Saver().restore(self.session, path)
+        self._driver_changed()
+
+    def _driver_changed(self) -> None:
         self.initialized = True
+        self.driver_current = True
+        self.lineage = None
 
     def variable_values(self) -> list[np.ndarray]:
-        """The driver's current values of the variables the loss reads (what each step sends)."""
+        """The current values of the variables the loss reads (from a worker after training)."""
         if not self.variables:
             return []
+        self.pull()
         try:
             return [np.asarray(v) for v in self.session.run(self.variables)]
         except ExecutionError as exc:
             raise ExecutionError(f"{exc}; call DataParallel.initialize() or .restore(checkpoint)",
                                  exc.node_name, exc.op_type) from None
+
+    def update_for(self, optimizer: Any) -> OptimizerUpdate:
+        """The driver's copy of ``optimizer``'s update (built once per optimizer); the workers build
+        theirs from the same pickled optimizer."""
+        try:
+            blueprint = pickle.dumps(optimizer)
+        except Exception as exc:   # an optimizer already used in a graph holds graph objects
+            raise GradregError(f"DataParallel.train needs an optimizer not yet used in a graph "
+                               f"(it is sent to the workers): {type(exc).__name__}: {exc}") from None
+        update = self.updates.get(blueprint)
+        if update is None:
+            self.pull()
+            update = self.updates[blueprint] = OptimizerUpdate(self.graph, self.graph_variables, self.xs, blueprint)
+        return update
+
+    def pull(self) -> None:
+        """Copy a worker's replica into the driver's Session (before a checkpoint, or to read values)."""
+        if self.driver_current:
+            return
+        for _ in range(self.max_retries + 1):
+            try:
+                self._recover()
+                holder = next(w for w, s in self._states().items() if s and s["state"] == self.lineage)
+                snapshot = self.client.run(export_state, self.spec, workers=[holder])[holder]
+                break
+            except _retryable():
+                continue
+        else:
+            raise ClusterError("could not copy the model from a worker: workers kept leaving")
+        variables = {v.op.name: v for v in gr.global_variables(self.graph)}
+        for name, value in snapshot["values"].items():
+            variables[name].load(value, self.session)
+        self.driver_current = True
+
+    def _snapshot(self) -> dict:
+        """The driver's variables as a new lineage's first state."""
+        variables = sorted(gr.global_variables(self.graph), key=lambda v: v.op.name)
+        try:
+            values = self.session.run(variables) if variables else []
+        except ExecutionError as exc:
+            raise ExecutionError(f"{exc}; call DataParallel.initialize() or .restore(checkpoint)",
+                                 exc.node_name, exc.op_type) from None
+        return {"state": (uuid.uuid4().hex[:12], 0), "updates": list(self.updates), "last": {},
+                "values": {v.op.name: np.asarray(x) for v, x in zip(variables, values)}}
+
+    def _push(self) -> None:
+        """Send the driver's variables to every worker (once per lineage: after initialize, restore,
+        or a new optimizer; steps then send none)."""
+        snapshot = self._snapshot()
+        workers = self._wait_for_a_worker()
+        self.client.run(import_state, self.spec, snapshot, workers=workers)
+        self.lineage, self.known_workers = snapshot["state"], set(workers)
+        self.replica_losses = {}
+
+    def _states(self) -> dict[str, dict | None]:
+        states = self.client.run(replica_state, self.spec, on_error="return")
+        return {w: s if isinstance(s, dict) else None for w, s in states.items()}
+
+    def _recover(self) -> None:
+        """Bring every worker's replica to the newest state of this lineage (a worker that joined,
+        or one that missed an update, gets a copy); ClusterError if no worker holds the model."""
+        self._wait_for_a_worker()
+        if self.lineage is None:
+            self._push()
+            return
+        states = self._states()
+        ours = {w: s for w, s in states.items() if s and s["state"] and s["state"][0] == self.lineage[0]}
+        if not ours:
+            if self.driver_current:
+                self._push()
+                return
+            raise ClusterError("every worker holding the model was lost: train again with resume=True to continue "
+                               "from the last checkpoint")
+        source = max(ours, key=lambda w: ours[w]["state"][1])
+        best = ours[source]
+        behind = [w for w, s in states.items() if not s or s["state"] != best["state"]]
+        if behind:
+            snapshot = self.client.run(export_state, self.spec, workers=[source])[source]
+            self.client.run(import_state, self.spec, snapshot, workers=behind)
+        self.lineage, self.known_workers = best["state"], set(states)
+        self.replica_losses = dict(best["last"])
+
+    def _current(self) -> State:
+        if self.lineage is None:
+            raise ClusterError("the workers hold no copy of the model")
+        return self.lineage
+
+    def _ready(self) -> list[str]:
+        """The workers, every one holding the current state (pushing or copying it first if needed)."""
+        workers = sorted(self.client.scheduler_info().get("workers", {})) or self._wait_for_a_worker()
+        if self.lineage is None or not set(workers) <= self.known_workers:
+            self._recover()
+            workers = sorted(self.known_workers)
+        return workers
 
     # -- evaluation ----------------------------------------------------------------------------
     def gradients(self, feeds: Mapping[Any, Any], split: Sequence[str] | Mapping[str, int] | None = None) -> list:
@@ -164,61 +317,196 @@ class DataParallel:
 
     def loss_and_gradients(self, feeds: Mapping[Any, Any], split=None) -> tuple[list, list]:
         """``(loss values, gradients)``; loss values are reduced like the gradients (mean or sum)."""
-        if self.closed:
-            raise GradregError("this DataParallel is closed")
-        common, shards = split_feeds(feeds, split if split is not None else self.split, self.shards, self.reduction)
-        if len(shards) > 1:
-            self._check_splittable(feeds, shards[0])
-        values = self.variable_values()
+        common, shards = self._split(feeds, split)
+
+        def once(attempt: int) -> tuple[list, list]:
+            workers = self._ready()
+            lineage, step = self._current()
+            tag = f"{lineage}-{step}-g{uuid.uuid4().hex[:6]}"
+            total = self._reduce(self._shard_futures(workers, common, shards, tag), tag).result()
+            self._record(shards, workers, total)
+            return total["ys"], total["grads"]
+        return self._with_retries(once, None)
+
+    def train_step(self, update: OptimizerUpdate, feeds: Mapping[Any, Any], split=None) -> list:
+        """One synchronous step (see :meth:`run_steps`). Returns the step's loss values."""
+        out: list = []
+        self.run_steps(update, [feeds], split, window=0, on_step=lambda ys: out.append(ys))
+        return out[0]
+
+    def run_steps(self, update: OptimizerUpdate, batches: Iterable[Mapping[Any, Any]], split=None, *,
+                  window: int = 2, on_step: Callable[[list], Any] | None = None,
+                  drain_every: int | None = None, counted_from: int = 0) -> int:
+        """Train on each batch: every shard's gradients, summed on the workers in shard order, applied
+        by every worker to its replica. ``window`` steps are sent ahead of the one the driver waits
+        for: a step's tasks that reach a worker before the update of the step before them wait
+        there, outside the worker's thread pool (:meth:`.worker.Replica.wait_for`), so one step
+        follows another without a round trip to the driver or the scheduler; ``on_step(ys)`` is called
+        with each step's loss values, in order. At every multiple of ``drain_every`` (steps counted
+        from ``counted_from``) the pipeline empties, so a checkpoint sees the state after exactly
+        that step. Returns the number of steps run.
+        """
+        inflight: deque[PendingStep] = deque()
+        count = 0
+        for feeds in batches:
+            common, shards = self._split(feeds, split)
+            inflight.append(self._submit(update, common, shards, inflight[-1] if inflight else None))
+            count += 1
+            drain = drain_every is not None and (counted_from + count) % drain_every == 0
+            while inflight and (len(inflight) > window or drain):
+                self._finish(inflight, on_step)
+        while inflight:
+            self._finish(inflight, on_step)
+        return count
+
+    def _submit(self, update: OptimizerUpdate, common: dict, shards: list[Shard], after: PendingStep | None,
+                attempt: int = 0) -> PendingStep:
+        """Send one step's tasks; ``after``: the step before it, still in flight (None: none is)."""
+        if after is None:
+            workers = self._ready()
+            state = self._current()
+        else:
+            workers, state = after.workers, (after.state[0], after.state[1] + 1)
+        lineage, step = state
+        tag = f"{lineage}-{step}-{attempt}"
+        if len(shards) == 1 and len(workers) == 1:
+            # One replica: the step is one task.
+            shard = shards[0]
+            futures = [self.client.submit(train_shard, self.spec, update.blueprint, state, {**common, **shard.feeds},
+                                          shard.weight, key=f"gradreg-step-{tag}", pure=False,
+                                          workers=workers, allow_other_workers=True)]
+        else:
+            parts = [self.client.submit(shard_gradients, self.spec, state, {**common, **shard.feeds}, shard.weight,
+                                        key=f"gradreg-shard-{tag}-{i}", pure=False,
+                                        workers=[workers[i % len(workers)]], allow_other_workers=True)
+                     for i, shard in enumerate(shards)]
+            total = self._reduce(parts, tag)
+            futures = [self.client.submit(apply_update, self.spec, update.blueprint, state, total,
+                                          key=f"gradreg-apply-{tag}-{i}", pure=False, workers=[w],
+                                          allow_other_workers=True) for i, w in enumerate(workers)]
+        return PendingStep(update, common, shards, state, workers, futures)
+
+    def _finish(self, inflight: deque[PendingStep], on_step: Callable[[list], Any] | None) -> None:
+        """Wait for the oldest step in flight; after a failure, recover and run it and the ones after it again."""
+        pending = inflight[0]
+        try:
+            results = self.client.gather(pending.futures)
+        except _retryable() as exc:
+            self._rerun(inflight, f"{type(exc).__name__}: {exc}", on_step)
+            return
+        inflight.popleft()
+        lineage, step = pending.state
+        self.lineage, self.driver_current = (lineage, step + 1), False
+        self.last_ys = results[0]["ys"]
+        self._record(pending.shards, pending.workers, results[0])
+        if on_step is not None:
+            on_step(self.last_ys)
+        if {r["worker"] for r in results} != set(pending.workers) or any(r["status"] == "missing" for r in results):
+            self._rerun(inflight, "", on_step)   # a worker left or joined: bring all level, go on one by one
+
+    def _rerun(self, inflight: deque[PendingStep], failure: str, on_step) -> None:
+        """Drop the steps in flight, bring the replicas level, and run those not yet applied one by one."""
+        steps = list(inflight)
+        inflight.clear()
+        for pending in steps:
+            self.client.cancel(pending.futures)
+        failures = [failure] if failure else []
+        if failure:
+            self.retries += 1
+        self._recover_quietly()
+        for pending in steps:
+            lineage, step = pending.state
+            while True:
+                applied = self.replica_losses.get(step + 1) if self._current()[1] > step else None
+                if applied is not None:            # applied by the replicas before the failure showed
+                    self.last_ys = applied
+                    break
+                try:
+                    again = self._submit(pending.update, pending.common, pending.shards, None, len(failures))
+                    results = self.client.gather(again.futures)
+                    self.lineage, self.driver_current = (lineage, step + 1), False
+                    self.last_ys = results[0]["ys"]
+                    if {r["worker"] for r in results} != set(again.workers) or \
+                            any(r["status"] == "missing" for r in results):
+                        self._recover_quietly()
+                    break
+                except _retryable() as exc:
+                    failures.append(f"{type(exc).__name__}: {exc}")
+                    self.retries += 1
+                    if len(failures) > self.max_retries:
+                        raise ClusterError(f"a data-parallel step failed {len(failures)} times as workers were lost; "
+                                           f"last: {failures[-1]}") from None
+                    self._recover_quietly()
+            if on_step is not None:
+                on_step(self.last_ys)
+
+    def _with_retries(self, once, start: State | None):
         failures: list[str] = []   # messages only: an exception would keep the failed step's futures alive
-        for _ in range(self.max_retries + 1):
+        for attempt in range(self.max_retries + 1):
             try:
-                result = self._evaluate_once(values, common, shards)
-                return result["ys"], result["grads"]
-            except _cluster_failures() as exc:   # a worker died with data the step needs: run it again
+                return once(attempt)
+            except _retryable() as exc:
                 failures.append(f"{type(exc).__name__}: {exc}")
                 self.retries += 1
-                self._wait_for_a_worker()
+                self._recover_quietly()
+                if start is not None and self.lineage == (start[0], start[1] + 1):
+                    return self.last_ys     # the step was applied before its failure showed
         raise ClusterError(f"a data-parallel step failed {len(failures)} times as workers were lost; "
                            f"last: {failures[-1]}")
 
-    def _check_splittable(self, feeds: Mapping[Any, Any], shard: Shard) -> None:
-        """FeedError on the driver for a split feed whose batch size the graph fixes."""
+    def _recover_quietly(self) -> None:
+        for _ in range(self.max_retries + 1):
+            try:
+                self._recover()
+                return
+            except _cluster_failures():
+                continue
+
+    def _split(self, feeds: Mapping[Any, Any], split) -> tuple[dict, list[Shard]]:
+        if self.closed:
+            raise GradregError("this DataParallel is closed")
+        common, shards = split_feeds(feeds, split if split is not None else self.split, self.shards, self.reduction)
+        if len(shards) > 1 or not self.relax_batch:
+            self._check_splittable(feeds, shards)
+        return common, shards
+
+    def _check_splittable(self, feeds: Mapping[Any, Any], shards: list[Shard]) -> None:
+        """FeedError on the driver for a shard that the graph's fixed batch size cannot take."""
         full_shapes = {tensor_name(k): np.shape(v) for k, v in feeds.items()}
-        for name, part in shard.feeds.items():
+        for name, part in shards[0].feeds.items():
             try:
                 dims = self.graph.get_tensor(name).shape.as_list() or []
             except GradregError:
                 raise FeedError(f"feed '{name}' names no tensor of the graph") from None
-            split_axes = [i for i, (a, b) in enumerate(zip(full_shapes[name], part.shape)) if a != b]
-            if any(i < len(dims) and dims[i] is not None for i in split_axes):
-                raise FeedError(f"feed '{name}' has the static shape {dims} in the graph: its batch axis cannot "
-                                f"be split (leave it out of split, or use shards=1)")
+            split_axes = [i for i, (a, b) in enumerate(zip(full_shapes[name], part.shape)) if a != b] or [0]
+            fixed = [i for i in split_axes if i < len(dims) and dims[i] is not None]
+            sizes = sorted({s.size for s in shards})
+            if fixed and sizes != [dims[fixed[0]]]:
+                raise FeedError(f"feed '{name}' has the static shape {dims} in the graph: each shard must hold "
+                                f"{dims[fixed[0]]} examples (these hold {', '.join(map(str, sizes))}); feed "
+                                f"{len(shards)} x {dims[fixed[0]]} examples, or free the batch with relax_batch=True")
 
-    def _evaluate_once(self, values: list, common: dict, shards: list[Shard]) -> dict:
-        workers = sorted(self.client.nthreads()) or self._wait_for_a_worker()
-        token = uuid.uuid4().hex[:10]
-        # The step's shared inputs ride in a task of their own, not a scatter: submitting blocks on
-        # nothing (the driver waits once, for the sum), the workers copy them from each other, and
-        # Dask can recompute them if the worker holding them dies (scattered data it cannot).
-        inputs = self.client.submit(step_inputs, values, common, key=f"gradreg-inputs-{token}", pure=False,
-                                       workers=[workers[0]], allow_other_workers=True)
-        parts = [self.client.submit(shard_gradients, self.spec, inputs, shard.feeds,
-                                    shard.weight, key=f"gradreg-shard-{token}-{i}", pure=False,
-                                    workers=[workers[i % len(workers)]], allow_other_workers=True)
-                 for i, shard in enumerate(shards)]
+    def _shard_futures(self, workers: list[str], common: dict, shards: list[Shard], tag: str) -> list:
+        return [self.client.submit(shard_gradients, self.spec, self._current(), {**common, **shard.feeds}, shard.weight,
+                                   key=f"gradreg-shard-{tag}-{i}", pure=False,
+                                   workers=[workers[i % len(workers)]], allow_other_workers=True)
+                for i, shard in enumerate(shards)]
+
+    def _reduce(self, parts: list, tag: str):
+        """Pairwise sums on the workers, in shard order (so every run sums alike): ceil(log2(shards)) levels."""
         level = 0
-        while len(parts) > 1:   # pairwise sums on the workers: ceil(log2(shards)) levels
-            pairs = [self.client.submit(add_pair, parts[i], parts[i + 1], key=f"gradreg-sum-{token}-{level}-{i // 2}",
-                                        pure=False) for i in range(0, len(parts) - 1, 2)]
+        while len(parts) > 1:
+            pairs = [self.client.submit(add_pair, parts[i], parts[i + 1], pure=False,
+                                        key=f"gradreg-sum-{tag}-{level}-{i // 2}")
+                     for i in range(0, len(parts) - 1, 2)]
             parts = pairs + parts[len(pairs) * 2:]
             level += 1
-        result = parts[0].result()
+        return parts[0]
+
+    def _record(self, shards: list[Shard], workers: list[str], result: dict) -> None:
         self.last_step = {"shards": len(shards), "levels": tree_levels(len(shards)), "workers": len(workers),
-                          "inputs_bytes": sizeof(values) + sizeof(common),
                           "shard_bytes": sum(sizeof(s.feeds) for s in shards),
-                          "result_bytes": sizeof(result["grads"]) + sizeof(result["ys"])}
-        return result
+                          "result_bytes": sizeof(result.get("grads")) + sizeof(result["ys"])}
 
     def _wait_for_a_worker(self) -> list[str]:
         """The workers' addresses, after waiting up to ``worker_timeout`` for one to exist."""
@@ -238,11 +526,11 @@ class DataParallel:
 
     @property
     def global_step(self) -> int:
-        """The driver's global step (0 before training)."""
+        """The global step (0 before training)."""
         return global_step_value(self)
 
     def close(self) -> None:
-        """Remove the graph (its plugin) from the workers."""
+        """Remove the graph (its plugin and replicas) from the workers."""
         if not self.closed:
             self.closed = True
             self.client.unregister_worker_plugin(self.plugin_name)
@@ -252,6 +540,30 @@ class DataParallel:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def declared_axes(graph: gr.Graph, split: Sequence[str] | Mapping[str, int] | None) -> dict[str, int]:
+    """The split feeds' batch axes as declared: ``split``'s entries, or every placeholder's axis 0."""
+    if split is None:
+        return {op.outputs[0].name: 0 for op in graph.get_operations() if op.type in PLACEHOLDERS}
+    if isinstance(split, str):
+        split = [split]
+    if isinstance(split, Mapping):
+        return {tensor_name(k): int(v) for k, v in split.items()}
+    return dict(parse_split_entry(getattr(e, "name", e)) for e in split)
+
+
+def _names(xs: Sequence[Any] | None) -> list[str]:
+    return [getattr(x, "name", x) for x in xs or ()]
+
+
+def _is_const(graph: gr.Graph, name: Any) -> bool:
+    if not isinstance(name, str):
+        return False
+    try:
+        return graph.get_operation_by_name(name.split(":")[0]).type == "Const"
+    except (GradregError, KeyError):
+        return False
 
 
 def graph_bytes(graph_or_path: Any) -> bytes:
@@ -282,6 +594,11 @@ def _ancestor_ops(tensors: Sequence[Any]) -> set:
 def _x_name(x: Any) -> str:
     """A variable by its op name (the worker differentiates by the variable), a tensor by its name."""
     return x.op.name if isinstance(x, gr.Variable) else x.name
+
+
+def _retryable() -> tuple[type[BaseException], ...]:
+    """The cluster failures, a replica in another state, and no worker in the expected state."""
+    return (*_cluster_failures(), ReplicaMismatch, StopIteration)
 
 
 def _cluster_failures() -> tuple[type[BaseException], ...]:

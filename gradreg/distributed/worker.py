@@ -1,29 +1,40 @@
-"""The worker side of data-parallel evaluation: a Session per graph, built once per worker.
+"""The worker side of data-parallel training: a replica of the model per worker, resident between steps.
 
 The GraphDef bytes reach every worker inside a :class:`GraphPlugin` (a Dask WorkerPlugin
 named for their SHA-256). Per :class:`GradientSpec` (the loss, xs and options) the plugin
-keeps one :class:`CompiledGradients`: the graph loaded from the bytes, its gradient graph, a
-:class:`gradreg.Session` with the chosen backend, and the callables that Session compiled
-(``Session.make_callable``), one per set of fed tensor names. A worker that joins later
-(or replaces a dead one) receives the plugin from the scheduler and builds its entry on its
-first task. This is the executor seam: the worker-side executor is just a Session.
+keeps one :class:`Replica`: the graph loaded from the bytes, its gradient graph, a
+:class:`gradreg.Session` holding the variables (and, once training, the optimizer's update
+and slots, built from the pickled optimizer the driver sends: the same ops, so the same
+variable names, as on the driver), and the compiled callables.
 
-The tasks here are pure functions of their arguments (the parameter values arrive with
-every step), which is what lets Dask rerun them on another worker after a failure.
+Every replica carries a *state*: ``(lineage, step)``. The driver pushes its variables to
+every worker once (a new lineage, step 0); from then on only shards, gradients and the
+summed gradient move, and each worker applies the same update to its own copy, so the
+copies stay equal bit for bit. Every task names the state it expects; a replica in another
+state refuses (:class:`ReplicaMismatch`), and the driver then copies the most advanced
+replica to the others (:meth:`Replica.export_state`, :meth:`Replica.import_state`) and runs
+the step again. A shard's gradient depends only on the state and the shard, so a step run
+again, on whichever worker, gives the same bits.
 """
 from __future__ import annotations
 
 import pickle
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from distributed import WorkerPlugin, get_worker
+from distributed import WorkerPlugin, get_worker, rejoin, secede
 
 import gradreg as gr
+from gradreg.distributed.errors import ReplicaMismatch
 from gradreg.errors import GradientError, GradregError
+
+State = tuple[str, int]
+STEP_WAIT = 120.0   # seconds a task sent ahead waits for the step before it on its worker
+KEEP_LOSSES = 16     # the losses of the last steps a replica remembers (steps in flight when a worker died)
 
 
 @dataclass(frozen=True)
@@ -33,7 +44,7 @@ class GradientSpec:
     ``plugin`` names the :class:`GraphPlugin` holding the bytes on the workers; ``digest`` is
     the SHA-256 of the GraphDef bytes; ``ys`` the (scalar) losses; ``xs`` the
     tensors or variables (by op name) to differentiate by; ``variables`` the op names of the
-    variables whose values the driver sends each step.
+    variables the loss reads.
     """
     plugin: str
     digest: str
@@ -47,51 +58,167 @@ class GradientSpec:
     backend: str | None = None
 
 
-class CompiledGradients:
-    """One graph's gradient graph and Session on one worker.
+class OptimizerUpdate:
+    """An optimizer's update of the xs in a graph, fed the summed gradient of each variable.
 
-    ``run`` loads the step's variable values into the Session, evaluates the ys and the
-    gradients for one shard, and returns them scaled by the shard's weight. A lock keeps
-    two tasks on one worker from interleaving variable loads and runs.
+    Built alike on the driver and on every worker from the same pickled optimizer, so the
+    slots and the global step have the same names everywhere (checkpoints use them).
     """
+
+    def __init__(self, graph: gr.Graph, graph_variables: dict, xs: Sequence[Any], blueprint: bytes):
+        self.blueprint = blueprint          # the pickled optimizer: its key, and what the workers build from
+        self.initialized = False            # on the driver: its new variables have values
+        optimizer = fresh_optimizer(blueprint)
+        tensors = [x.name for x in xs if not isinstance(x, gr.Variable)]
+        if tensors:
+            raise GradregError(f"training updates variables, but these xs are tensors: {', '.join(tensors)}")
+        self.variables = list(xs)
+        with graph.as_default():
+            before = {id(v) for v in gr.global_variables(graph)}
+            self.step = global_step(graph, graph_variables)
+            with graph.name_scope("data_parallel"):
+                self.placeholders = [gr.placeholder(v.dtype.base_dtype, v.shape, name=f"{v.op.name}_grad")
+                                     for v in self.variables]
+            self.apply = optimizer.apply_gradients(list(zip(self.placeholders, self.variables)),
+                                                   global_step=self.step)
+            created = [v for v in gr.global_variables(graph) if id(v) not in before]
+            self.initialize_created = gr.variables_initializer(created) if created else None
+
+    def run(self, session: gr.Session, grads: Sequence[Any]) -> None:
+        missing = [v.op.name for v, g in zip(self.variables, grads) if g is None]
+        if missing:
+            raise GradientError(f"no gradient for variable(s) {', '.join(missing)}: not connected to the loss "
+                                f"(leave them out of xs)")
+        session.run(self.apply, dict(zip(self.placeholders, grads)))
+
+
+def global_step(graph: gr.Graph, graph_variables: dict):
+    """The graph's global step: the model's own ``global_step`` variable if it has one, else a new one."""
+    if not graph.get_collection(gr.GraphKeys.GLOBAL_STEP) and "global_step" in graph_variables:
+        graph.add_to_collection(gr.GraphKeys.GLOBAL_STEP, graph_variables["global_step"])
+    return gr.train.get_or_create_global_step(graph)
+
+
+def fresh_optimizer(blueprint: bytes) -> Any:
+    return pickle.loads(blueprint)
+
+
+class Replica:
+    """One graph's gradient graph, Session and variables on one worker (see the module docstring)."""
 
     def __init__(self, graph_bytes: bytes, spec: GradientSpec):
         self.spec = spec
         self.graph = gr.load_graph(graph_bytes)
-        found = {v.op.name: v for v in gr.train.find_variables(self.graph)}
-        self.variables = [_variable(found, name) for name in spec.variables]
+        self.graph_variables = {v.op.name: v for v in gr.train.find_variables(self.graph)}
+        self.variables = [_variable(self.graph_variables, name) for name in spec.variables]
         self.ys = [_tensor(self.graph, name, "loss") for name in spec.ys]
-        xs = [found[name] if name in found else _tensor(self.graph, name, "xs") for name in spec.xs]
+        self.xs = [self.graph_variables[name] if name in self.graph_variables else _tensor(self.graph, name, "xs")
+                   for name in spec.xs]
         with self.graph.as_default():
             grad_ys = [_tensor(self.graph, n, "grad_ys") for n in spec.grad_ys] if spec.grad_ys else None
             stop = [_tensor(self.graph, n, "stop_gradients") for n in spec.stop_gradients] or None
-            grads = gr.gradients(self.ys, xs, grad_ys=grad_ys, stop_gradients=stop,
+            grads = gr.gradients(self.ys, self.xs, grad_ys=grad_ys, stop_gradients=stop,
                                  unconnected_gradients=spec.unconnected_gradients,
                                  custom_gradient=spec.custom_gradient)
             # A gathered variable's IndexedSlices gradient is summed across shards as a dense array.
             self.grads = [gr.convert_to_tensor(g) if g is not None else None for g in grads]
         self.session = gr.Session(self.graph, backend=spec.backend)
-        self._fetches = self.ys + [g for g in self.grads if g is not None]
-        self._callables: dict[tuple[str, ...], Any] = {}
-        self._lock = threading.Lock()
+        self.fetches = self.ys + [g for g in self.grads if g is not None]
+        self.callables: dict[tuple[str, ...], Any] = {}
+        self.updates: dict[bytes, OptimizerUpdate] = {}
+        self.state: State | None = None
+        self.last: dict[int, list] = {}      # step -> the ys of the update that led to it (kept for recovery)
+        self.lock = threading.Lock()
+        self.changed = threading.Condition()   # notified whenever the state moves
+        self.busy = {"shard": 0.0, "apply": 0.0}  # seconds spent computing (not waiting), for benchmarks
 
-    def run(self, variable_values: Sequence[np.ndarray], feeds: dict[str, Any], weight: float) -> dict:
+    # -- evaluation -----------------------------------------------------------------------------
+    def shard(self, feeds: dict[str, Any], weight: float) -> dict:
         """``{"ys": [...], "grads": [...]}`` for one shard, each multiplied by ``weight``."""
+        start = time.perf_counter()
         names = tuple(feeds)
-        with self._lock:
-            for var, value in zip(self.variables, variable_values):
-                var.load(value, self.session)
-            run = self._callables.get(names)
-            if run is None:
-                run = self._callables[names] = self.session.make_callable(self._fetches, list(names))
-            values = run(*feeds.values())
+        run = self.callables.get(names)
+        if run is None:
+            run = self.callables[names] = self.session.make_callable(self.fetches, list(names))
+        values = run(*feeds.values())
         ys, grads = values[:len(self.ys)], iter(values[len(self.ys):])
         for name, value in zip(self.spec.ys, ys):
             if np.ndim(value) != 0:
                 raise GradregError(f"loss '{name}' has shape {list(np.shape(value))}: data-parallel "
                                    f"evaluation sums the shards' losses and needs scalars")
-        return {"ys": [_scaled(v, weight) for v in ys],
-                "grads": [_scaled(next(grads), weight) if g is not None else None for g in self.grads]}
+        out = {"ys": [_scaled(v, weight) for v in ys],
+               "grads": [_scaled(next(grads), weight) if g is not None else None for g in self.grads]}
+        self.busy["shard"] += time.perf_counter() - start
+        return out
+
+    def expect(self, state: State) -> None:
+        if self.state != state:
+            raise ReplicaMismatch(f"the replica is in state {self.state}, the step expects {state}")
+
+    # -- training -------------------------------------------------------------------------------
+    def update(self, blueprint: bytes) -> OptimizerUpdate:
+        """The update of ``blueprint`` (a pickled, unused optimizer), built on first use; its new
+        variables (slots, global step) start from their initializers until a state is imported."""
+        update = self.updates.get(blueprint)
+        if update is None:
+            update = self.updates[blueprint] = OptimizerUpdate(self.graph, self.graph_variables, self.xs, blueprint)
+            if update.initialize_created is not None:
+                self.session.run(update.initialize_created)
+        return update
+
+    def apply(self, blueprint: bytes, state: State, total: dict) -> str:
+        """Apply the summed gradients of the step from ``state``: "applied", or "already" if this
+        replica has applied it, or "missing" if it is in no state the step knows (a new worker)."""
+        lineage, step = state
+        if self.state == (lineage, step + 1):
+            return "already"
+        if self.state != state:
+            return "missing"
+        start = time.perf_counter()
+        self.update(blueprint).run(self.session, total["grads"])
+        self.busy["apply"] += time.perf_counter() - start
+        self.set_state((lineage, step + 1))
+        self.last = {k: v for k, v in self.last.items() if k > step - KEEP_LOSSES}
+        self.last[step + 1] = total["ys"]
+        return "applied"
+
+    # -- state ----------------------------------------------------------------------------------
+    def export_state(self) -> dict:
+        """Everything another replica (or the driver) needs to continue from here."""
+        variables = sorted(gr.global_variables(self.graph), key=lambda v: v.op.name)
+        values = self.session.run(variables) if variables else []
+        return {"state": self.state, "updates": list(self.updates), "last": dict(self.last),
+                "values": {v.op.name: np.asarray(x) for v, x in zip(variables, values)}}
+
+    def import_state(self, snapshot: dict) -> None:
+        for blueprint in snapshot["updates"]:
+            self.update(blueprint)
+        variables = {v.op.name: v for v in gr.global_variables(self.graph)}
+        for name, value in snapshot["values"].items():
+            if name not in variables:
+                raise GradregError(f"variable '{name}' of the snapshot is not in the worker's graph")
+            variables[name].load(value, self.session)
+        self.last = dict(snapshot.get("last", {}))
+        self.set_state(snapshot["state"])
+
+    def set_state(self, state: State | None) -> None:
+        with self.changed:
+            self.state = state
+            self.changed.notify_all()
+
+    def wait_for(self, state: State, timeout: float = STEP_WAIT) -> None:
+        """Wait (outside the worker's thread pool) while this replica is behind ``state`` in the same
+        lineage: a step sent ahead arrives before the update of the step before it is applied."""
+        def behind() -> bool:
+            return self.state is not None and self.state[0] == state[0] and self.state[1] < state[1]
+        seceded = False
+        with self.changed:
+            if behind():
+                secede()       # free the worker's thread for the task this one waits for
+                seceded = True
+                self.changed.wait_for(lambda: not behind(), timeout)
+        if seceded:
+            rejoin()
 
 
 def _scaled(value: Any, weight: float) -> np.ndarray:
@@ -114,7 +241,7 @@ def _variable(found: dict, name: str):
 
 
 class GraphPlugin(WorkerPlugin):
-    """One graph on the workers: its GraphDef bytes and the :class:`CompiledGradients` built from them.
+    """One graph on the workers: its GraphDef bytes and the :class:`Replica` built from them.
 
     :class:`~gradreg.distributed.DataParallel` registers one per graph, named
     ``gradreg-graph-<sha256>-<token>``. The bytes travel inside the plugin: the scheduler keeps
@@ -128,7 +255,7 @@ class GraphPlugin(WorkerPlugin):
     def __init__(self, name: str, graph_bytes: bytes):
         self.name = name
         self.graph_bytes = graph_bytes
-        self.entries: dict[GradientSpec, CompiledGradients] = {}
+        self.entries: dict[GradientSpec, Replica] = {}
         self.address = "?"
         self._lock = threading.Lock()
 
@@ -144,40 +271,88 @@ class GraphPlugin(WorkerPlugin):
     def teardown(self, worker) -> None:
         self.entries.clear()
 
-    def compiled(self, spec: GradientSpec) -> CompiledGradients:
+    def replica(self, spec: GradientSpec) -> Replica:
         """The entry for ``spec``, built on first use."""
         with self._lock:
             entry = self.entries.get(spec)
             if entry is None:
-                entry = self.entries[spec] = CompiledGradients(self.graph_bytes, spec)
+                entry = self.entries[spec] = Replica(self.graph_bytes, spec)
         return entry
 
 
-def shard_gradients(spec: GradientSpec, inputs: dict, shard: dict[str, Any], weight: float) -> dict:
-    """Task: the weighted ys and gradients of one shard (see :meth:`CompiledGradients.run`).
-
-    ``inputs`` is what every shard of the step shares: ``{"variables": [values in
-    spec.variables order], "feeds": {unsplit feeds}}``; ``shard`` holds the split feeds' slices.
-    """
-    worker = get_worker()
+def _plugin(spec: GradientSpec, worker=None) -> GraphPlugin:
+    worker = worker if worker is not None else get_worker()
     plugin = worker.plugins.get(spec.plugin)
     if not isinstance(plugin, GraphPlugin):
         raise GradregError(f"worker {worker.address} has no graph '{spec.plugin}' (was its DataParallel closed?)")
+    return plugin
+
+
+def _on_replica(spec: GradientSpec, work, worker=None, wait: State | None = None):
+    """Run ``work(replica)`` under the replica's lock (once it reached ``wait``); gradreg errors made portable."""
+    plugin = _plugin(spec, worker)
     try:
-        return plugin.compiled(spec).run(inputs["variables"], {**inputs["feeds"], **shard}, weight)
+        replica = plugin.replica(spec)
+        if wait is not None:
+            replica.wait_for(wait)
+        with replica.lock:
+            return work(replica)
+    except ReplicaMismatch as exc:
+        raise ReplicaMismatch(f"{exc} (on dask worker {plugin.address})") from None
     except GradregError as exc:
         raise portable_error(exc, plugin.address) from None
 
 
-def step_inputs(variable_values: Sequence[np.ndarray], feeds: dict[str, Any]) -> dict:
-    """Task: what every shard of a step shares (the variables' values, the unsplit feeds)."""
-    return {"variables": list(variable_values), "feeds": dict(feeds)}
+# -- tasks: each a pure function of (the replica's expected state, its arguments) ----------------
+def shard_gradients(spec: GradientSpec, state: State, feeds: dict[str, Any], weight: float) -> dict:
+    """Task: the weighted ys and gradients of one shard (see :meth:`Replica.shard`)."""
+    def work(replica: Replica) -> dict:
+        replica.expect(state)
+        return replica.shard(feeds, weight)
+    return _on_replica(spec, work, wait=state)
 
 
 def add_pair(a: dict, b: dict) -> dict:
     """Task: one node of the tree reduction, the elementwise sum of two shard results."""
     return {"ys": [x + y for x, y in zip(a["ys"], b["ys"])],
             "grads": [None if x is None else x + y for x, y in zip(a["grads"], b["grads"])]}
+
+
+def apply_update(spec: GradientSpec, blueprint: bytes, state: State, total: dict) -> dict:
+    """Task: apply the step's summed gradients on this worker's replica (see :meth:`Replica.apply`)."""
+    def work(replica: Replica) -> dict:
+        status = replica.apply(blueprint, state, total)
+        return {"status": status, "ys": total["ys"], "worker": get_worker().address}
+    return _on_replica(spec, work)
+
+
+def train_shard(spec: GradientSpec, blueprint: bytes, state: State, feeds: dict[str, Any], weight: float) -> dict:
+    """Task: a whole step on one worker holding the only replica: its shard's gradients, applied."""
+    def work(replica: Replica) -> dict:
+        replica.expect(state)
+        total = replica.shard(feeds, weight)
+        status = replica.apply(blueprint, state, total)
+        return {"status": status, "ys": total["ys"], "worker": get_worker().address}
+    return _on_replica(spec, work, wait=state)
+
+
+# -- run on workers directly (client.run): state queries and copies ------------------------------
+def replica_state(spec: GradientSpec, dask_worker=None) -> dict | None:
+    """``{"state": (lineage, step), "last": {step: ys}}`` of this worker's replica (None: none built yet)."""
+    plugin = _plugin(spec, dask_worker)
+    entry = plugin.entries.get(spec)
+    return {"state": entry.state, "last": dict(entry.last)} if entry is not None else None
+
+
+def export_state(spec: GradientSpec, dask_worker=None) -> dict:
+    return _on_replica(spec, lambda replica: replica.export_state(), dask_worker)
+
+
+def import_state(spec: GradientSpec, snapshot: dict, dask_worker=None) -> State:
+    def work(replica: Replica) -> State:
+        replica.import_state(snapshot)
+        return snapshot["state"]
+    return _on_replica(spec, work, dask_worker)
 
 
 def portable_error(exc: GradregError, address: str) -> GradregError:
