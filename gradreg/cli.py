@@ -9,7 +9,7 @@
                  [--dask SCHEDULER|local:N [--split NAMES] [--reduction mean|sum] [--shards N]]
     gradreg check GRAPH [--ys NAMES --xs NAMES] [--backend NAME]... [--custom-gradient error|forward] [--json]
     gradreg convert IN OUT                 (.pb, .pbtxt, .json, .onnx and every format a plugin adds)
-    gradreg plugins [--op OP] [--json]
+    gradreg plugins [--op OP | --check PACKAGE | --trace GRAPH] [--json]
     gradreg ops [PATTERN] [--missing] [--json]
     gradreg view GRAPH -o OUT.(svg|png|dot|html) [--ys NAMES] [--xs NAMES] [--depth N] [--expand SCOPE]...
     gradreg tensorboard GRAPH LOGDIR
@@ -182,6 +182,8 @@ format is taken from its suffix, else from its content.""",
     "plugins": """examples:
   gradreg plugins                     # one row per plugin: what it provides, its status
   gradreg plugins --op MatMul         # who provides MatMul's definition, kernels, shape, gradient
+  gradreg plugins --check gradreg-swish   # check a plugin package's ops and rules; exit 1 on a failure
+  gradreg plugins --trace grad.pb     # which plugin and version made each gradient subgraph of a file
   gradreg plugins --json""",
     "ops": """examples:
   gradreg ops                         # every op type: kernels, shape function, gradient rule, family
@@ -319,6 +321,15 @@ def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.
     p = _subparser(sub, "plugins", "list the installed plugins, what each provides, and conflicts", [common])
     p.add_argument("--op", metavar="OP", help="show who provides op type OP: definition, kernels per backend, "
                    "shape function, gradient rule, overrides")
+    p.add_argument("--check", metavar="PACKAGE", help="check every op type the plugins of PACKAGE (a distribution, "
+                   "module or plugin name) provide: kernels, shape functions, gradients against finite differences, "
+                   "NotDifferentiable claims, GraphDef/ONNX round trips; exit 1 with one line per failure")
+    p.add_argument("--trace", metavar="GRAPH", help="which plugin (name, distribution, version) made each gradient "
+                   "subgraph of GRAPH (its nodes' _gradreg_rule attrs), against what is installed")
+    p.add_argument("--references", default="tensorflow,onnxruntime", metavar="NAMES",
+                   help="with --check: the runtimes to compare with where installed, comma-separated, or 'none' "
+                        "(default: tensorflow,onnxruntime)")
+    p.add_argument("-v", "--verbose", action="store_true", help="with --check: also list the checks not run, and why")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_deferred("cmd_plugins"))
 

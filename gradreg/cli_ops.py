@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from gradreg.cli_plugins import cmd_check_plugin, cmd_trace
 from gradreg.cli_values import UsageError, suggestion
 from gradreg.errors import GradregError, PluginError
 from gradreg.model.frames import STRUCTURE
@@ -210,6 +211,10 @@ def _op_type(registry: Registry, op_type: str, backends: Sequence[str]) -> str:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
+    if args.check:
+        return cmd_check_plugin(args)
+    if args.trace:
+        return cmd_trace(args)
     registry = get_registry()
     registry.complete_all()     # deferred families (onnx) list what they provide
     backends = _usable_backends(registry)
@@ -222,6 +227,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             render_table(["what", "provided by"], [list(r) for r in rows])
         return 0
     conflicts = registry.conflicts()
+    resolved = registry.resolved_conflicts()
     if args.json:
         print(json.dumps({
             "plugins": [{"name": r.name, "version": r.version, "distribution": r.distribution,
@@ -229,6 +235,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
                          "provides": {k: sorted(v) for k, v in sorted(r.provides.items())},
                          "overrides": sorted(r.overrides)} for r in registry.plugins.values()],
             "conflicts": conflicts,
+            "resolved": {kind: {key: {"used": used, "over": list(others)} for key, (used, others) in entries.items()}
+                         for kind, entries in resolved.items()},
         }, indent=2))
         return 0
     headers, table = plugin_table(registry, backends)
@@ -240,6 +248,10 @@ def cmd_plugins(args: argparse.Namespace) -> int:
                 print(f"  {kind} of '{key}': {' and '.join(plugins)}")
     else:
         print("no conflicts")
+    for kind, overridden in resolved.items():
+        for key, (used, others) in overridden.items():
+            print(f"RESOLVED: {kind} of '{key}': '{used}' is used over {' and '.join(repr(o) for o in others)} "
+                  f"(all declare the override; the first by name wins)")
     print("`gradreg plugins --op OP` shows who provides an op type; `gradreg ops` lists every op type")
     return 0
 

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Any
 
 from gradreg.autodiff.loop_gradients import ForwardLoop, analyze_loop, loop_gradient
+from gradreg.autodiff.provenance import RULE_ATTR, rule_attr
 from gradreg.autodiff.stored_gradients import stored_gradient
 from gradreg.build.builders import apply_op, as_dense, convert_to_tensor, graph_of
 from gradreg.build.control_flow import tuple_
@@ -350,7 +351,8 @@ class _Backprop:
                             # get None for resource and variant outputs, as zeros of those are
                             # not tensors.)
                             out_grads[i] = apply_op("ZerosLike", op.outputs[i])
-                    in_grads = _call_rule(rule, op, out_grads)
+                    with graph.attr_scope({RULE_ATTR: (rule.provenance.encode(), "string")}):
+                        in_grads = _call_rule(rule, op, out_grads)
                     # Gradients for inputs outside the between set are never used: drop them now
                     # so that gating does not make them needed.
                     in_grads = [g if g is not None and self.node_of(t.op) in self.nodes else None
@@ -606,13 +608,14 @@ class _Rule:
     gradient 'CustomGradient-3'", ...): worked out only when an error needs it, as a rule is
     looked up for every op differentiated."""
 
-    __slots__ = ("fn", "source", "key", "op_type")
+    __slots__ = ("fn", "source", "key", "op_type", "provenance")
 
-    def __init__(self, fn: Callable[..., Any], source: str, key: str = "", op_type: str = ""):
+    def __init__(self, fn: Callable[..., Any], source: str, key: str = "", op_type: str = "", provenance: str = ""):
         self.fn = fn
         self.source = source      # the registering plugin, "python:<module>", or a description
         self.key = key            # the gradient's name in the table (differs from op_type for overrides)
         self.op_type = op_type
+        self.provenance = provenance   # the _gradreg_rule attr of the nodes it makes (gradreg.autodiff.provenance)
 
     @property
     def origin(self) -> str:
@@ -632,10 +635,10 @@ def _rule_for(op: Operation) -> _Rule | None:
         key = override.decode() if isinstance(override, bytes) else str(override)
         custom = op.graph.custom_gradients.get(key)
         if custom is not None:
-            return _Rule(custom, f"custom gradient '{key}'")
+            return _Rule(custom, f"custom gradient '{key}'", provenance=rule_attr("custom_gradient", key))
         found = registry.gradients.lookup(key)
         if found is not None:
-            return None if found.value is None else _Rule(found.value, found.plugin, key, op.type)
+            return None if found.value is None else _registered(found.value, found.plugin, key, op.type)
         if _CUSTOM_GRADIENT.get() != "forward":
             stored = stored_gradient(op, key)
             if stored is not None:
@@ -644,15 +647,21 @@ def _rule_for(op: Operation) -> _Rule | None:
         # custom_gradient="forward": differentiate the node as its op type, ignoring the override.
     found = registry.gradients.lookup(op.type)
     if found is not None:
-        return None if found.value is None else _Rule(found.value, found.plugin, op.type, op.type)
+        return None if found.value is None else _registered(found.value, found.plugin, op.type, op.type)
     library_function = calls_library_function(op)
     if library_function:
         calls = registry.function_call()
         if calls is not None and calls.value.gradient is not None:
-            return _Rule(calls.value.gradient, f"plugin '{calls.plugin}', for library function calls")
+            return _Rule(calls.value.gradient, f"plugin '{calls.plugin}', for library function calls",
+                         provenance=rule_attr(calls.plugin, op.type, registry.release(calls.plugin)))
     support = op_support(op.type, library_function=library_function, registry=registry)
     raise NoGradientError(f"No gradient defined for operation '{op.name}' (op type: {op.type}): "
                           f"{support.describe(backends=())}")
+
+
+def _registered(fn: Callable[..., Any], source: str, key: str, op_type: str) -> _Rule:
+    """A rule of the gradient table, from ``source`` (a plugin, or ``python:<module>``)."""
+    return _Rule(fn, source, key, op_type, rule_attr(source, key, get_registry().release(source)))
 
 
 def _untyped_message(op: Operation) -> str:

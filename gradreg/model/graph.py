@@ -544,6 +544,7 @@ class Graph:
         self._name_stack = ""
         self._control_dependencies: list[list[Operation]] = []
         self._gradient_override_map: dict[str, str] = {}
+        self._attr_scope: dict[str, tuple[Any, str | None]] = {}   # attrs every new op gets (attr_scope)
         self._template = graph_pb2.GraphDef()
         self._library: FunctionLibrary | None = None
         self.collections: dict[str, list[Any]] = {}
@@ -770,6 +771,27 @@ class Graph:
         finally:
             self._gradient_override_map = saved
 
+    @contextlib.contextmanager
+    def attr_scope(self, attrs: dict[str, tuple[Any, str | None]]) -> Iterator[None]:
+        """Ops created inside get ``attrs`` (name -> (value, attr kind)) written on their NodeDef,
+        an inner scope's value replacing an outer one's (TensorFlow's ``Graph._attr_scope``).
+        Names should start with ``_``, which TensorFlow's importer accepts on any op: gradients()
+        marks each rule's nodes with ``_gradreg_rule`` this way."""
+        saved = self._attr_scope
+        self._attr_scope = {**saved, **attrs}
+        try:
+            yield
+        finally:
+            self._attr_scope = saved
+
+    def _scoped_attrs(self, op_type: str) -> dict[str, tuple[Any, str | None]]:
+        """The attrs a new op of ``op_type`` gets from attr_scope and gradient_override_map."""
+        found = dict(self._attr_scope)
+        mapped = self._gradient_override_map.get(op_type)
+        if mapped is not None:
+            found.update(_gradient_override_attrs(mapped))
+        return found
+
     def _current_control_inputs(self, data_inputs: Sequence[Tensor]) -> list[Operation]:
         if not self._control_dependencies:
             return []
@@ -833,10 +855,8 @@ class Graph:
         known: dict[str, Any] = {}                      # attr values in the Python form get_attr returns
         if attrs:
             _split_attrs(definition, attrs, lazy, known)
-        if self._gradient_override_map:
-            mapped = self._gradient_override_map.get(op_type)
-            if mapped is not None:
-                lazy.update(_gradient_override_attrs(mapped))
+        if self._gradient_override_map or self._attr_scope:
+            lazy.update(self._scoped_attrs(op_type))
         op = self._add_node(node_name, op_type, definition, lazy_attrs=lazy)
         op._attr_cache = known
         op._context = context
@@ -1238,7 +1258,7 @@ _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 # on load when they are not UTF-8, which is how they are read.
 TEXT_ATTRS = frozenset({
     "frame_name", "stack_name", "shared_name", "container", "equation", "mode", "bad_indices_policy",
-    "data_format", "padding", "tensor_array_name", "_gradient_op_type", "_gradient_op_plugin",
+    "data_format", "padding", "tensor_array_name", "_gradient_op_type", "_gradient_op_plugin", "_gradreg_rule",
 })
 
 

@@ -11,6 +11,7 @@ tensor names (``op:1``); every name is unique in the whole model.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ import onnx.checker
 import onnx.shape_inference
 from onnx import helper, numpy_helper
 
+from gradreg.autodiff.provenance import rule_origins
 from gradreg.build.functions import FunctionGraph, function_graph
 from gradreg.errors import GraphError, describe_node
 from gradreg.model.graph import Graph, Operation, Tensor
@@ -351,12 +353,20 @@ def _hint(t: Tensor) -> str:
     return t.op.name if t.value_index == 0 else f"{t.op.name}:{t.value_index}"
 
 
+# The model's metadata key listing the gradient rules that made its nodes (JSON: rule -> node count).
+RULES_METADATA = "gradreg.gradient_rules"
+
+
 def graph_to_model(graph: Graph, outputs: Sequence[Tensor] | Mapping[str, Tensor] | None = None, *,
                    opset: int | None = None, check: bool = True) -> onnx.ModelProto:
     """A ModelProto computing ``outputs`` (tensors, or ONNX output name -> tensor; default: the
     loaded model's outputs, else the tensors nothing consumes) from the graph's Placeholders,
     at ai.onnx ``opset`` (default: the family's), checked by onnx's full checker."""
     model = export_model(graph, outputs, opset=opset)
+    origins = rule_origins(needed_ops([t.op for _, t in output_pairs(graph, outputs)], set()))
+    if origins:   # the gradient rules that made the written nodes (gradreg.autodiff.provenance)
+        entry = model.metadata_props.add()
+        entry.key, entry.value = RULES_METADATA, json.dumps({str(o): len(nodes) for o, nodes in origins.items()})
     if check:
         try:
             onnx.checker.check_model(model, full_check=True)

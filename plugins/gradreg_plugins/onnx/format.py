@@ -23,7 +23,9 @@ Placeholders (graph inputs), Consts (initializers), library-function calls (If/L
 bodies, model-local functions) and the few TensorFlow ops ``gradients()`` itself adds
 (AddN, ZerosLike, Fill, ...), which map to ONNX ops; a TensorFlow op with no mapping is a
 GraphError naming it. The model is checked with ``onnx.checker`` (full check) before it
-is written.
+is written. The gradient rules that made the written nodes (their ``_gradreg_rule`` attrs,
+gradreg.autodiff.provenance) travel as the model's metadata ``gradreg.gradient_rules``: JSON,
+rule -> number of nodes.
 
 This module is only the entry point: the work is the importer's and the exporter's, which it
 imports when a model is first read or written (they need the onnx package, and every command
