@@ -34,14 +34,14 @@ sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from sweep import CASES, Case, rng  # noqa: E402
+from sweep import CASES, PRODUCERS, Case, rng  # noqa: E402
 
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 tf1.disable_control_flow_v2()    # v1 loops and conds (Switch/Merge/Enter/...); functional ones are built explicitly
 
 CASE_MODULES = ["cases_math", "cases_array", "cases_nn", "cases_linalg", "cases_image", "cases_signal",
-                "cases_sparse", "cases_control", "cases_misc"]
+                "cases_sparse", "cases_control", "cases_misc", "cases_legacy"]
 
 
 # Differentiable op types of the census (tools/tf_gradient_registry.json, outside the excluded
@@ -52,10 +52,6 @@ NO_CASE = {
     "CrossReplicaSum": "a TPU collective: no CPU kernel",
     "QuantizeAndDequantize": "removed at GraphDef version 22: TensorFlow 2.21 refuses to build it",
     "QuantizeAndDequantizeV4Grad": "TensorFlow's rule has the wrong signature (TypeError when differentiated)",
-    **{op: "removed at GraphDef version 16 (V1) / 26 (V2): TensorFlow 2.21 refuses to build it; see the V3 cases"
-       for op in ("TensorArrayConcat", "TensorArrayConcatV2", "TensorArrayGather", "TensorArrayGatherV2",
-                  "TensorArrayRead", "TensorArrayReadV2", "TensorArrayScatter", "TensorArrayScatterV2",
-                  "TensorArraySplit", "TensorArraySplitV2", "TensorArrayWrite", "TensorArrayWriteV2")},
     **{op: "TensorFlow 2.21 builds v1 loops over ref-typed variables with plain Enter/Exit/NextIteration "
            "(it reads the variable first); a hand-built ref loop is not a graph any API writes"
        for op in ("RefEnter", "RefExit", "RefNextIteration")},
@@ -83,13 +79,35 @@ def _is_real_or_complex(t) -> bool:
     return t.dtype.is_floating or t.dtype.is_complex
 
 
+def new_graph(family: str):
+    """An empty graph; at the family's GraphDef producer version (PRODUCERS) where it has one."""
+    graph = tf.Graph()
+    if family in PRODUCERS:
+        from tensorflow.core.framework import graph_pb2
+        versions = graph_pb2.GraphDef()
+        versions.versions.producer = PRODUCERS[family]
+        with graph.as_default():
+            tf.graph_util.import_graph_def(versions, name="")
+    return graph
+
+
+def _outputs(c: Case, out) -> list:
+    return c.ys(out) if c.ys else [t for t in _flatten(out) if _is_real_or_complex(t)]
+
+
 def build(c: Case, graph) -> dict:
-    """Build case ``c``'s forward graph in ``graph`` under the scope ``c.id``; returns the tensors."""
+    """Build case ``c``'s forward graph in ``graph`` under the scope ``c.id``; returns the tensors.
+    ``ys`` are the case's outputs; ``reference_ys`` those whose values are stored and
+    ``grad_ys`` those TensorFlow differentiates: the twin's where the case has one."""
     with graph.as_default(), tf.name_scope(c.id + "/"):
         before = set(tf1.global_variables())
         placeholders = {name: tf1.placeholder(i.dtype, i.static_shape, name=name) for name, i in c.inputs.items()}
         out = c.build(**placeholders)
-        ys = c.ys(out) if c.ys else [t for t in _flatten(out) if _is_real_or_complex(t)]
+        ys = _outputs(c, out)
+        twin_ys = ys
+        if c.twin is not None:
+            with tf.name_scope("twin"):
+                twin_ys = _outputs(c, c.twin(**placeholders))
         xs = [placeholders[n] for n, i in c.inputs.items() if i.differentiable]
         if isinstance(out, dict):
             xs += list(out.get("xs", []))
@@ -101,12 +119,12 @@ def build(c: Case, graph) -> dict:
             random_outputs = [t for op in graph.get_operations() if op.type == c.op and op.name.startswith(c.id + "/")
                               for t in op.outputs]
     return {"placeholders": placeholders, "ys": ys, "xs": xs, "cots": cots, "init": init,
-            "random_outputs": random_outputs}
+            "random_outputs": random_outputs, "grad_ys": twin_ys, "reference_ys": ys if c.tf_runs else twin_ys}
 
 
 def add_gradients(c: Case, graph, t: dict) -> None:
     with graph.as_default(), tf.name_scope(c.id + "/"):
-        t["grads"] = tf.gradients(t["ys"], t["xs"], grad_ys=t["cots"], name="gradients")
+        t["grads"] = tf.gradients(t["grad_ys"], t["xs"], grad_ys=t["cots"], name="gradients")
 
 
 def _grad_fetches(grads) -> list:
@@ -145,7 +163,7 @@ def run_case(c: Case, sess, t: dict, y_shapes) -> dict:
     feeds = feeds_of(c, t, y_shapes)
     if t["init"] is not None:
         sess.run(t["init"])
-    fetches = {"ys": t["ys"], "grads": _grad_fetches(t["grads"]), "random": t["random_outputs"]}
+    fetches = {"ys": t["reference_ys"], "grads": _grad_fetches(t["grads"]), "random": t["random_outputs"]}
     fetched = sess.run({k: [g for g in v if g is not None] for k, v in fetches.items()}, feeds)
     grads = iter(fetched["grads"])
     fetched["grads"] = [None if g is None else next(grads) for g in fetches["grads"]]
@@ -165,7 +183,7 @@ def _first_message_line(text: str) -> str:
 
 def validate(c: Case) -> tuple[list, str | None]:
     """Build and run ``c`` in a graph of its own: the output shapes, or TensorFlow's error."""
-    graph = tf.Graph()
+    graph = new_graph(c.family)
     try:
         t = build(c, graph)
         if not t["ys"]:
@@ -177,7 +195,10 @@ def validate(c: Case) -> tuple[list, str | None]:
         with tf1.Session(graph=graph) as sess:
             if t["init"] is not None:
                 sess.run(t["init"])
-            shapes = [np.shape(v) for v in sess.run(t["ys"], feeds_of(c, t))]
+            values = sess.run(t["reference_ys"], feeds_of(c, t))
+            if c.twin is not None and c.tf_runs:
+                _check_twin(c, values, sess.run(t["grad_ys"], feeds_of(c, t)))
+            shapes = [np.shape(v) for v in values]
         add_gradients(c, graph, t)
         if all(g is None for g in t["grads"]):
             return [], "TensorFlow gives no gradient for any input"
@@ -186,6 +207,13 @@ def validate(c: Case) -> tuple[list, str | None]:
         return shapes, None
     except Exception as exc:   # recorded in index.json: TensorFlow refused this case
         return [], f"{type(exc).__name__}: {_first_message_line(str(exc))[:300]}"
+
+
+def _check_twin(c: Case, values: list, twin_values: list) -> None:
+    """A twin must compute the case's function: TensorFlow's values of both agree."""
+    for value, twin in zip(values, twin_values):
+        if np.shape(value) != np.shape(twin) or not np.allclose(value, twin, rtol=1e-5, atol=1e-6):
+            raise ValueError(f"{c.id}: the twin's values differ from the op's")
 
 
 PRECISE = (tf.float64, tf.complex128)
@@ -209,7 +237,7 @@ def finite_difference_check(c: Case, sess, t: dict, got: dict) -> list | None:
         sess.run(t["init"])
 
     def loss(feeds):
-        values = sess.run(t["ys"], feeds)
+        values = sess.run(t["reference_ys"], feeds)
         return sum(float(np.real(np.sum(np.conj(base[cot]).astype(np.complex128) * y))) for cot,
                    y in zip(t["cots"], values))
     out = []
@@ -294,7 +322,7 @@ def _one_line_each(version: str, records: list, arrays: dict) -> str:
 
 
 def write_family(name: str, cases: list[Case], shapes: dict) -> list[dict]:
-    graph = tf.Graph()
+    graph = new_graph(name)
     tensors = {c.id: build(c, graph) for c in cases}
     forward = graph.as_graph_def()
     for c in cases:
@@ -311,7 +339,7 @@ def write_family(name: str, cases: list[Case], shapes: dict) -> list[dict]:
             grads = _grad_fetches(t["grads"])
             record = {
                 "id": c.id, "op": c.op, "covers": [c.op, *c.covers], "variant": c.variant, "note": c.note,
-                "random": c.random,
+                "random": c.random, "twin": c.twin is not None, "tf_runs": c.tf_runs,
                 "inputs": [{"name": p.name, "diff": c.inputs[n].differentiable,
                             "array": packer.put(f"{c.id}|{p.name}", got["feeds"][p.name])}
                            for n, p in t["placeholders"].items()],
