@@ -85,7 +85,9 @@ class VariantValue(Protocol):
     """A DT_VARIANT value (a TensorList, ...) that generic ops can handle: ZerosLike and AddN of
     variant tensors call these methods, as TensorFlow's registry of unary and binary variant
     operations does. A family's variant class implements them; other families' kernels reach
-    them through :func:`variant_zeros_like` and :func:`variant_add` without importing it."""
+    them through :func:`variant_zeros_like` and :func:`variant_add` without importing it. A kind
+    whose values can be conjugated (the sparse family's CSR matrices) also has ``conj()``, which
+    Conj of a variant tensor calls (:func:`variant_conj`)."""
 
     def zeros_like(self) -> VariantValue:
         """A value of the same structure with every element zero."""
@@ -100,6 +102,15 @@ def variant_zeros_like(value: Any, op: Operation) -> Any:
     if method is None:
         raise ExecutionError(f"{describe_node(op.name, op.type)}: ZerosLike is not defined for the variant "
                              f"value {value!r}", op.name, op.type)
+    return method()
+
+
+def variant_conj(value: Any, op: Operation) -> Any:
+    """Conj of a variant value; ExecutionError naming the node if its kind has no conjugate."""
+    method = getattr(value, "conj", None)
+    if method is None:
+        raise ExecutionError(f"{describe_node(op.name, op.type)}: Conj is not defined for the variant value "
+                             f"{value!r}", op.name, op.type)
     return method()
 
 

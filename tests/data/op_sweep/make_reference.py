@@ -181,6 +181,53 @@ def _first_message_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
+def _named(x):
+    """Tensors and operations (in lists, tuples and dicts) as their names."""
+    if isinstance(x, dict):
+        return {_named(k): _named(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_named(v) for v in x)
+    return x.name if isinstance(x, (tf.Tensor, tf.Operation)) else x
+
+
+def _nodes(x) -> set:
+    if isinstance(x, dict):
+        return set().union(*(_nodes(v) for v in x.values())) if x else set()
+    if isinstance(x, (list, tuple)):
+        return set().union(*(_nodes(v) for v in x)) if x else set()
+    if isinstance(x, tf.Tensor):
+        return {x.op.name}
+    return {x.name} if isinstance(x, tf.Operation) else set()
+
+
+class Runner:
+    """A session of ``graph`` cut down to what the cases fetch and feed (``tensors``): a case whose op
+    has no CPU kernel (``tf_runs=False``) keeps it in the graph written to disk, but TensorFlow's
+    placer refuses a graph holding it, so the session runs the rest. Fetches and feeds go by name."""
+
+    def __init__(self, graph, tensors):
+        kept = tf1.graph_util.extract_sub_graph(graph.as_graph_def(), sorted(_nodes(tensors)))
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            tf.graph_util.import_graph_def(kept, name="")
+        self.session = tf1.Session(graph=self.graph)
+
+    def run(self, fetches, feed_dict=None):
+        return self.session.run(_named(fetches), _named(feed_dict or {}))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.session.close()
+
+
+def _fetched(t: dict) -> list:
+    """What a case's runs fetch and feed."""
+    return [t["placeholders"], t["reference_ys"], t["grad_ys"], t["cots"], t["random_outputs"],
+            _grad_fetches(t.get("grads") or []), t["init"]]
+
+
 def validate(c: Case) -> tuple[list, str | None]:
     """Build and run ``c`` in a graph of its own: the output shapes, or TensorFlow's error."""
     graph = new_graph(c.family)
@@ -192,7 +239,7 @@ def validate(c: Case) -> tuple[list, str | None]:
         absent = [op for op in (c.op, *c.covers) if op not in present]
         if absent:
             return [], f"the graph has no {', '.join(absent)} node"
-        with tf1.Session(graph=graph) as sess:
+        with Runner(graph, _fetched(t)) as sess:
             if t["init"] is not None:
                 sess.run(t["init"])
             values = sess.run(t["reference_ys"], feeds_of(c, t))
@@ -202,7 +249,7 @@ def validate(c: Case) -> tuple[list, str | None]:
         add_gradients(c, graph, t)
         if all(g is None for g in t["grads"]):
             return [], "TensorFlow gives no gradient for any input"
-        with tf1.Session(graph=graph) as sess:
+        with Runner(graph, _fetched(t)) as sess:
             run_case(c, sess, t, shapes)
         return shapes, None
     except Exception as exc:   # recorded in index.json: TensorFlow refused this case
@@ -332,7 +379,7 @@ def write_family(name: str, cases: list[Case], shapes: dict) -> list[dict]:
     if stray:
         raise RuntimeError(f"{name}: nodes outside every case scope: {stray[:5]}")
     packer, records = Packer(), []
-    with tf1.Session(graph=graph) as sess:
+    with Runner(graph, [_fetched(tensors[c.id]) for c in cases]) as sess:
         for c in cases:
             t = tensors[c.id]
             got = run_case(c, sess, t, shapes[c.id])
