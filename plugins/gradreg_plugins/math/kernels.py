@@ -346,7 +346,7 @@ def _add_n_variant(op):
     def add(a, b):
         if a is None or b is None:
             return b if a is None else a
-        if hasattr(a, "add"):
+        if hasattr(a, "add") or (isinstance(a, np.ndarray) and a.dtype == object):
             return variant_add(a, b, op)
         if isinstance(a, list) and isinstance(b, list):
             if len(a) != len(b):

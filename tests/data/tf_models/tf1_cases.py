@@ -165,6 +165,22 @@ def block_lstm(rng):
             "xs": [x, w, b, *peepholes, w_out]}
 
 
+def map_fn_ragged(rng):
+    """tf.map_fn over the rows of a ragged tensor [4, None, 3] (one row empty): per row, a dense
+    layer's tanh summed over the row's items (a dense [4, 4] result), and the row scaled by the
+    weights' sum (a ragged result). Each row travels as a RaggedTensorToVariant encoding through a
+    TensorArray (control flow v1) or a TensorList (v2); the loop body decodes it."""
+    x = tf1.placeholder(tf.float32, [6, 3], name="x")
+    w = variable("w", rng.normal(0, 0.6, (3, 4)).astype(np.float32), resource=False)
+    rows = tf.RaggedTensor.from_row_splits(x, tf.constant([0, 2, 2, 5, 6], tf.int64))
+    summed = tf.map_fn(lambda row: tf.reduce_sum(tf.tanh(tf.matmul(row, w)), axis=0), rows,
+                       fn_output_signature=tf.float32)
+    scaled = tf.map_fn(lambda row: row * tf.reduce_sum(w), rows,
+                       fn_output_signature=tf.RaggedTensorSpec([None, 3], tf.float32, ragged_rank=0))
+    summed, scaled = tf.identity(summed, name="summed"), tf.identity(scaled.flat_values, name="scaled")
+    return {"feeds": [x], "fetches": [summed, scaled], "ys": [summed, scaled], "cotangent": True, "xs": [x, w]}
+
+
 def block_lstm_values(rng, steps=3):
     """Feeds for block_lstm: inputs large enough that the cell state reaches the clip."""
     return {"x:0": rng.normal(0, 2, (6, 3, 4)).astype(np.float32), "labels:0": np.array([0, 1, 1], np.int32),
@@ -300,7 +316,8 @@ def simple_case(model, description, v2=False, extra_values=None):
 
 
 def model_input(name, rng):
-    shapes = {"tf1_dynamic_rnn": (2, 5, 3), "tf1_ref_loop": (3,), "tf1_sliced_rnn": (7, 3, 4)}
+    shapes = {"tf1_dynamic_rnn": (2, 5, 3), "tf1_ref_loop": (3,), "tf1_sliced_rnn": (7, 3, 4),
+              "tf1_map_fn_ragged": (6, 3), "tf1_map_fn_ragged_v2": (6, 3)}
     return rng.normal(0, 1, shapes.get(name, (2, 3))).astype(np.float32)
 
 
@@ -328,6 +345,12 @@ CASES = {
                                            "a second cond assigns to a ref variable (RefSwitch/RefMerge)"),
     "tf1_ref_loop": simple_case(ref_loop, "v1 while_loop carrying a ref variable (all Ref* control-flow ops)"),
     "tf1_train_block_lstm": block_lstm_case,
+    "tf1_map_fn_ragged": simple_case(map_fn_ragged, "tf.map_fn over the rows of a ragged tensor, dense and ragged "
+                                     "results (RaggedTensorToVariant/FromVariant, a TensorArray of row encodings, "
+                                     "control flow v1)"),
+    "tf1_map_fn_ragged_v2": simple_case(map_fn_ragged, "tf.map_fn over the rows of a ragged tensor, dense and ragged "
+                                        "results (a TensorList of row encodings in a While, control flow v2)",
+                                        v2=True),
     "tf1_v2_control_flow_resource": simple_case(v2_control_flow_resource, "control flow v2 in graph mode: "
                                                 "While, If and Case reading resource variables", v2=True,
                                                 extra_values={"branch:0": np.array(1, np.int32)}),
