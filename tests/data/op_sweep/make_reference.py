@@ -48,8 +48,8 @@ CASE_MODULES = ["cases_math", "cases_array", "cases_nn", "cases_linalg", "cases_
 # infrastructure) that no case builds, and why. main() refuses to run if an op type is neither
 # covered by a case nor listed here.
 NO_CASE = {
-    "AllToAll": "a TPU collective: no CPU kernel",
-    "CrossReplicaSum": "a TPU collective: no CPU kernel",
+    **{op: "a TPU collective: TensorFlow has no CPU (nor XLA CPU) kernel; gradreg runs it as one replica, against "
+           "TensorFlow's gradient graph in tests/test_replicas.py" for op in ("AllToAll", "CrossReplicaSum")},
     "QuantizeAndDequantize": "removed at GraphDef version 22: TensorFlow 2.21 refuses to build it",
     "QuantizeAndDequantizeV4Grad": "TensorFlow's rule has the wrong signature (TypeError when differentiated)",
     **{op: "TensorFlow 2.21 builds v1 loops over ref-typed variables with plain Enter/Exit/NextIteration "
