@@ -33,8 +33,12 @@ _STATEFUL = {"stateful": True}
 # TensorFlow [container, name]), version 2's a string vector, version 3's a resource. gradreg's
 # handle of every version is the array itself, a scalar (TensorFlow gives each shape [2]).
 VERSIONS = {"": "Ref(string)", "V2": "string", "V3": "resource"}
-_CREATE_ATTRS = ["dtype: type", "element_shape: shape = ?", "dynamic_size: bool = false",
-                 "clear_after_read: bool = true", "tensor_array_name: string = ''"]
+# Each version's attrs in TensorFlow's order (the order of the builders' keyword arguments).
+_SHAPE, _DYNAMIC, _CLEAR, _NAME = ("element_shape: shape = ?", "dynamic_size: bool = false",
+                                   "clear_after_read: bool = true", "tensor_array_name: string = ''")
+_CREATE_ATTRS = {"": ["dtype: type", _DYNAMIC, _CLEAR, _NAME, _SHAPE],
+                 "V2": ["dtype: type", _SHAPE, _DYNAMIC, _CLEAR, _NAME],
+                 "V3": ["dtype: type", _SHAPE, _DYNAMIC, _CLEAR, "identical_element_shapes: bool = false", _NAME]}
 
 
 def _version(op) -> str:
@@ -43,13 +47,13 @@ def _version(op) -> str:
 
 
 op("TensorArrayV3", inputs=["size: int32"], outputs=["handle: resource", "flow: float"],
-   attrs=[*_CREATE_ATTRS, "identical_element_shapes: bool = false"],
+   attrs=_CREATE_ATTRS["V3"],
    shape=lambda ctx: [SCALAR, SCALAR], **_STATEFUL)
 op("TensorArrayGradV3", inputs=["handle: resource", "flow_in: float"], outputs=["grad_handle: resource",
                                                                                "flow_out: float"],
    attrs=["source: string"], shape=lambda ctx: [SCALAR, SCALAR], **_STATEFUL)
 for _v in ("", "V2"):
-    op(f"TensorArray{_v}", inputs=["size: int32"], outputs=[f"handle: {VERSIONS[_v]}"], attrs=_CREATE_ATTRS,
+    op(f"TensorArray{_v}", inputs=["size: int32"], outputs=[f"handle: {VERSIONS[_v]}"], attrs=_CREATE_ATTRS[_v],
        shape=sf.scalar, **_STATEFUL)
     # The gradient array of version 1 takes the forward handle by value.
     op(f"TensorArrayGrad{_v}", inputs=["handle: string", "flow_in: float"], outputs=[f"grad_handle: {VERSIONS[_v]}"],
