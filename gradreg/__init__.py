@@ -214,13 +214,15 @@ def add_to_collection(name: str, value: _Any) -> None:
     get_default_graph().add_to_collection(name, value)
 
 
-def load_onnx(source: _Any) -> Graph:
+def load_onnx(source: _Any, *, base_dir: _Any = None) -> Graph:
     """An ONNX model (a path, bytes, or an onnx.ModelProto) as a Graph of ``onnx::`` ops:
-    ``load_graph(source, format="onnx")`` (the format the onnx op family registers; it needs
-    the ``onnx`` extra, ``pip install "gradreg[onnx]"``)."""
+    ``load_graph(source, format="onnx", base_dir=base_dir)`` (the format the onnx op family
+    registers; it needs the ``onnx`` extra, ``pip install "gradreg[onnx]"``). External data is
+    read from the file's directory; bytes or a ModelProto whose tensors are in external data
+    need ``base_dir`` (the model's directory), else ExternalDataError names the tensor."""
     if hasattr(source, "SerializeToString") and hasattr(source, "opset_import"):   # a ModelProto
         source = source.SerializeToString()
-    return load_graph(source, format="onnx")
+    return load_graph(source, format="onnx", base_dir=base_dir)
 
 
 def save_onnx(graph: Graph, path: _Any, outputs: _Any = None) -> None:

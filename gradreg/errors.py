@@ -124,6 +124,14 @@ class RenderError(GradregError):
     format is unknown. Also importable as ``gradreg.viz.RenderError``."""
 
 
+class ExternalDataError(GraphFileError):
+    """A model's external data (ONNX tensors stored in other files) cannot be read safely: its
+    location is absolute, has a ``..`` component, is a link or resolves outside the model's
+    directory, is not a regular file, or its offset or length runs past the file's end; or the
+    model came as bytes with no base directory to read it from. The message names the model
+    and the tensor."""
+
+
 class UnsupportedModelFormatError(GraphFileError):
     """A file is a model in a format gradreg does not read (Keras .keras or .h5, ONNX, TFLite);
     ``format`` names it and the message says what to do instead."""

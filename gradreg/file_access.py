@@ -58,16 +58,41 @@ def resolve_inside(root: str | os.PathLike[str], path: str | os.PathLike[str], w
     return resolved
 
 
-def check_single_link(path: str, what: str) -> None:
-    """Refuse a regular file with other hard links: under a name inside the model it may be any
-    file of the machine (the hard-link bypass of onnx's external-data checks)."""
+def check_file(path: str, what: str, single_link: bool = True) -> None:
+    """Refuse to read ``path`` if it exists and is not a regular file (a FIFO would block the
+    reader, a device never ends), or, with ``single_link``, if it has other hard links: under a
+    name inside the model it may be any file of the machine (the hard-link bypass of onnx's
+    external-data checks). A missing file is left to the reader to report in its own words."""
     try:
         info = os.stat(path)
     except OSError:
-        return      # a missing file is the reader's error to report, with its own words
-    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        return      # the reader says what it expected instead
+    if not stat.S_ISREG(info.st_mode):
+        raise FileAccessError(f"{what}: '{path}' is {_kind(info.st_mode)}, not a regular file; refused")
+    if single_link and info.st_nlink > 1:
         raise FileAccessError(f"{what}: '{path}' has {info.st_nlink} hard links, so it may be a file outside the "
                               f"model under another name; refused ({HOW_TO_GRANT})")
+
+
+def check_named_file(path: str, what: str) -> None:
+    """Refuse a file the caller named that is a device (``/dev/zero`` or a link to one): reading it
+    never ends. A FIFO is allowed (``gradreg inspect <(gunzip -c model.pb.gz)``)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return
+    if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode):
+        raise FileAccessError(f"{what}: '{path}' is {_kind(info.st_mode)}, not a file; refused")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def granted_directories(extra: Iterable[str | os.PathLike[str]] = ()) -> tuple[str, ...]:
@@ -95,9 +120,11 @@ class FileAccess:
         raw = os.fspath(path)
         resolved = real(os.path.join(self.base, raw))
         if any(is_inside(resolved, root) for root in self.granted):
+            if verb == "read":
+                check_file(resolved, who, single_link=False)
             return resolved
         if verb == "read" and self.model is not None and is_inside(resolved, self.model):
-            check_single_link(resolved, who)
+            check_file(resolved, who)
             return resolved
         raise FileAccessError(f"{who} {_VERB_FORMS[verb]} '{raw}'{self._resolution(raw, resolved)}, outside "
                               f"{self._roots(verb)} ({HOW_TO_GRANT})")

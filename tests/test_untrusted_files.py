@@ -563,3 +563,67 @@ def test_the_file_ops_declare_what_they_do():
     declared = {name: tuple(d.files) for name, d in definitions.items() if d is not None and d.files}
     assert declared == {"RestoreV2": ("read",), "SaveV2": ("write", "delete"),
                         "MergeV2Checkpoints": ("read", "write", "delete")}
+
+
+# -- found by the fuzzer ------------------------------------------------------------------------
+@pytest.fixture
+def no_hang():
+    """Fail instead of blocking forever (a FIFO opened for reading waits for a writer)."""
+    import signal
+
+    def expire(signum, frame):
+        raise TimeoutError("blocked")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("name", ["variables/variables.index", "variables/variables.data-00000-of-00001",
+                                  "saved_model.pb"])
+def test_a_fifo_in_a_saved_model_is_refused_not_waited_on(tmp_path, no_hang, name):
+    model = _copy_module(tmp_path)
+    os.unlink(model / name)
+    os.mkfifo(model / name)
+    with pytest.raises((FileAccessError, SavedModelError), match="FIFO|not a SavedModel"):
+        gr.load_saved_model(model)
+
+
+def test_a_fifo_beside_a_directory_that_is_no_saved_model(tmp_path, no_hang):
+    place = tmp_path / "not_a_model"
+    place.mkdir()
+    os.mkfifo(place / "model.pb")
+    with pytest.raises(SavedModelError, match="not a SavedModel"):
+        gr.load_saved_model(place)
+
+
+def test_a_fifo_state_file_or_meta_file_is_refused(tmp_path, no_hang):
+    run = _tf_checkpoint_dir(tmp_path)
+    os.unlink(run / "checkpoint")
+    os.mkfifo(run / "checkpoint")
+    with pytest.raises(FileAccessError, match="FIFO"):
+        tf_checkpoint.latest_checkpoint(str(run))
+    os.unlink(run / "model.ckpt-3.meta")
+    os.mkfifo(run / "model.ckpt-3.meta")
+    with pytest.raises(FileAccessError, match="FIFO"), gr.Graph().as_default():
+        gr.train.import_meta_graph(str(run / "model.ckpt-3.meta"))
+
+
+def test_a_graph_file_that_is_a_device_is_refused(tmp_path):
+    os.symlink("/dev/zero", tmp_path / "g.pb")
+    with pytest.raises(FileAccessError, match="character device"):
+        gr.load_graph(tmp_path / "g.pb")
+
+
+def test_a_corrupt_variable_def_names_the_saved_model(tmp_path):
+    model = tmp_path / "tf1"
+    shutil.copytree(DATA / "saved_model_io" / "tf1_model", model)
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((model / "saved_model.pb").read_bytes())
+    for entry in proto.meta_graphs[0].collection_def:
+        if entry.key == "variables":
+            entry.value.bytes_list.value[0] = b"\xff\xff\xff"
+    (model / "saved_model.pb").write_bytes(proto.SerializeToString())
+    with pytest.raises(SavedModelError, match="tf1: a VariableDef .* is corrupt"):
+        gr.load_saved_model(model)

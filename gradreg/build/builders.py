@@ -15,6 +15,7 @@ dtype, fills attr defaults, checks type constraints, and returns the outputs.
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from gradreg.build.signatures import builder_doc, builder_signature
-from gradreg.errors import GradregError, OpArgumentError, TypeMismatchError, UnknownOpError
+from gradreg.errors import GradregError, GraphError, OpArgumentError, TypeMismatchError, UnknownOpError
 from gradreg.model import dtypes, tensor_util
 from gradreg.model.dtypes import DType
 from gradreg.model.graph import Graph, Operation, Tensor, get_default_graph
@@ -110,7 +111,11 @@ def convert_to_tensor(value: Any, dtype: Any = None, name: str | None = None, gr
     if convert is not None:
         return convert_to_tensor(convert(dt), dt, name, graph)
     if isinstance(value, (list, tuple)) and _contains_tensor(value):
-        return _autopack(value, dt, graph)
+        if dt is None:
+            dt = next(t.dtype.base_dtype for t in _leaves(value) if _is_tensor_like(t) and
+                      getattr(t, "dtype", None) is not None)
+        packed: Tensor = _autopack(value, dt, graph or graph_of(value), name or "packed")
+        return packed
     # ``preferred_dtype`` is for values without a dtype of their own (Python scalars and lists);
     # a NumPy array or scalar keeps its dtype.
     if dt is None and preferred_dtype is not None and not isinstance(value, (np.ndarray, np.generic)):
@@ -127,16 +132,18 @@ def _contains_tensor(value: Any) -> bool:
     return _is_tensor_like(value)
 
 
-def _autopack(value: Any, dtype: DType | None, graph: Graph | None) -> Tensor:
+def _autopack(value: Any, dtype: DType, graph: Graph, name: str) -> Any:
     """A list mixing Tensors and Python values becomes a Pack of them, as in TensorFlow
-    (``reshape(x, [n, -1])`` with ``n`` a Tensor)."""
-    if dtype is None:
-        dtype = next(t.dtype.base_dtype for t in _leaves(value) if _is_tensor_like(t) and
-                     getattr(t, "dtype", None) is not None)
-    items = [_autopack(v, dtype, graph) if isinstance(v, (list, tuple)) else convert_to_tensor(v, dtype, graph=graph)
-             for v in value]
-    packed: Tensor = apply_op("Pack", items, axis=0)
-    return packed
+    (``reshape(x, [n, -1])`` with ``n`` a Tensor): in the scope ``name``, its Python items are
+    Consts named by their position and the Pack takes the scope's name (``Reshape/shape/1``,
+    ``Reshape/shape``). A nested list without Tensors stays a list (its parent packs it)."""
+    with graph.name_scope(name) as scope:
+        items = [_autopack(v, dtype, graph, str(i)) if isinstance(v, (list, tuple)) else v
+                 for i, v in enumerate(value)]
+        if not any(_is_tensor_like(v) for v in items):
+            return items
+        tensors = [convert_to_tensor(v, dtype, name=str(i), graph=graph) for i, v in enumerate(items)]
+        return apply_op("Pack", tensors, axis=0, name=scope)
 
 
 def _leaves(value: Any) -> Iterator[Any]:
@@ -255,13 +262,62 @@ def apply_op(op_type: str, *args: Any, name: str | None = None, **kwargs: Any) -
     values = _bind_arguments(op_type, definition, binding, args, kwargs, attrs)
     _infer_type_attrs(binding, values, attrs)
     flat: list[Tensor] = []
-    for (arg, preferred), value in zip(binding.inputs, values):
-        flat.extend(_convert_input(op_type, graph, arg, preferred, value, attrs))
+    if _all_tensors(values):
+        for (arg, preferred), value in zip(binding.inputs, values):
+            flat.extend(_convert_input(op_type, graph, arg, preferred, value, attrs))
+    else:
+        # As TensorFlow's op_def_library: the op's name becomes a scope, its Python inputs are
+        # Consts inside it ("Sub/y"), and the op takes the scope's name exactly. Never the
+        # argument's bare name, which a user may give a tensor of their own later.
+        with _scope_or_top(graph, name or op_type) as scope:
+            for (arg, preferred), value in zip(binding.inputs, values):
+                flat.extend(_convert_input(op_type, graph, arg, preferred, value, attrs))
+        name = scope or name
     op = graph.create_op(op_type, flat, _complete_attrs(op_type, binding, attrs), name=name or op_type,
                          validate=False)
     if binding.outputs_kind == "single":
         return op.outputs[0]
     return _outputs(op, definition)
+
+
+def _all_tensors(values: list[Any]) -> bool:
+    """Whether every input value is a Tensor already (nothing to convert: no scope needed)."""
+    for value in values:
+        if type(value) is not Tensor and (not isinstance(value, (list, tuple))
+                                          or any(type(v) is not Tensor for v in value)):
+            return False
+    return True
+
+
+def _scope_or_top(graph: Graph, name: str) -> Any:
+    """graph.name_scope(name); for a name that cannot be a scope (an imported node's name with
+    characters TensorFlow allows in no scope), no scope: the Consts are named "Const"."""
+    try:
+        return graph.name_scope(name)
+    except GraphError:
+        return contextlib.nullcontext("")
+
+
+def op_scope(name: str | None, default: str, values: Any = ()) -> Any:
+    """TensorFlow's ``with name_scope(name, default, values) as scope`` for builders that make
+    helper nodes: a context manager over the values' graph yielding ``"<scope>/"``; the helper
+    nodes go inside and the result, built with ``name=scope``, takes the scope's own name.
+    ``name`` (the user's) wins over ``default``; a name ending in "/" re-enters that scope.
+
+    >>> with op_scope(None, "clip_by_value", [t]) as scope:
+    ...     low = apply_op("Minimum", t, 1.0)                  # clip_by_value/Minimum
+    ...     out = apply_op("Maximum", low, 0.0, name=scope)    # clip_by_value
+    """
+    return graph_of(values).name_scope(name or default)
+
+
+def conversion_scope(name: str | None, default: str, values: Any) -> Any:
+    """op_scope, but only when one of ``values`` is not a Tensor yet (its Const then goes inside):
+    for builders TensorFlow gives no scope of their own, whose Tensor inputs make no helper nodes.
+    Yields ``name`` unchanged when every value is a Tensor."""
+    if all(isinstance(v, Tensor) for v in values):
+        return contextlib.nullcontext(name)
+    return op_scope(name, default, values)
 
 
 def _bind_arguments(op_type: str, definition: OpDefinition, binding: _Binding, args: tuple[Any, ...],
@@ -302,10 +358,11 @@ def _convert_input(op_type: str, graph: Graph, arg: ArgSpec, preferred: DType | 
                    attrs: dict[str, Any]) -> list[Tensor]:
     """The Tensors of one input argument (a list argument gives several), converted to the
     argument's type; fills its type and length attrs when they are still unknown."""
-    items = _list_items(op_type, arg, value, attrs) if arg.number_attr or arg.type_list_attr else (value,)
+    is_list = bool(arg.number_attr or arg.type_list_attr)
+    items = _list_items(op_type, arg, value, attrs) if is_list else (value,)
     want = arg.fixed_type if arg.fixed_type is not None else attrs.get(arg.type_attr) if arg.type_attr else None
     converted = []
-    for item in items:
+    for i, item in enumerate(items):
         if type(item) is Tensor and want is not None and item.dtype is not None:
             if item.dtype.enum != want.enum and item.dtype.base_dtype is not want.base_dtype:
                 raise TypeMismatchError(f"{op_type} input '{arg.name}': tensor {item.name} is "
@@ -317,7 +374,7 @@ def _convert_input(op_type: str, graph: Graph, arg: ArgSpec, preferred: DType | 
             # type (Tidx = int32), else the usual inference (float -> float32, int -> int32);
             # a NumPy array keeps its own dtype.
             t = convert_to_tensor(item, want, graph=graph, preferred_dtype=preferred if want is None else None,
-                                  name=arg.name if not isinstance(item, Tensor) else None)
+                                  name=None if isinstance(item, Tensor) else f"{arg.name}_{i}" if is_list else arg.name)
         except GradregError as exc:
             raise TypeMismatchError(f"{op_type} input '{arg.name}': {exc}") from None
         if want is None and arg.type_attr:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gradreg.errors import GradregError, GraphFileError, UnsupportedModelFormatError
+from gradreg.file_access import check_named_file
 from gradreg.formats.atomic import atomic_write
 from gradreg.model.graph import Graph
 from gradreg.registry import GraphFormat, get_registry
@@ -63,31 +64,39 @@ def sniff_format(head: bytes) -> GraphFormat | None:
     return next((f for f in formats() if f.sniff is not None and f.sniff(head[:_SNIFF_BYTES])), None)
 
 
-def load_graph(source: str | os.PathLike[str] | bytes, format: str | None = None) -> Graph:
+def load_graph(source: str | os.PathLike[str] | bytes, format: str | None = None, *,
+               base_dir: str | os.PathLike[str] | None = None) -> Graph:
     """Read a graph file (or bytes) into a new :class:`~gradreg.model.graph.Graph`; the format is
-    ``format`` (a name), else the file's suffix, else its content.
+    ``format`` (a name), else the file's suffix, else its content. Files a model refers to (ONNX
+    external data) are read from ``base_dir``, by default the file's own directory; bytes that
+    refer to files need ``base_dir``.
 
     Raises GraphFileError for unreadable input or input in no known format, GraphError
     (naming the node) for a malformed graph.
     """
+    beside = None if base_dir is None else os.fspath(base_dir)
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return _read(bytes(source), "<bytes>", None if format is None else find_format(format))
+        return _read(bytes(source), "<bytes>", None if format is None else find_format(format), beside)
     where = os.fspath(source)
     chosen = format_for_path(where, format)
     if os.path.isdir(where):
         graph = _read_directory(where, chosen)
     else:
+        check_named_file(where, where)
         try:
             with open(where, "rb") as f:
                 data = f.read()
         except OSError as exc:
             raise GraphFileError(f"{where}: cannot read: {exc.strerror or exc}") from None
-        graph = _read(data, where, chosen, by_suffix=format is None)
+        if beside is None:
+            beside = os.path.dirname(os.path.abspath(where))
+        graph = _read(data, where, chosen, beside, by_suffix=format is None)
     graph.model_root = where      # where its file ops may read (gradreg.file_access)
     return graph
 
 
-def _read(data: bytes, where: str, chosen: GraphFormat | None, by_suffix: bool = False) -> Graph:
+def _read(data: bytes, where: str, chosen: GraphFormat | None, base_dir: str | None,
+          by_suffix: bool = False) -> Graph:
     if not data.strip():
         raise GraphFileError(f"{where}: the file is empty, not a graph")
     if chosen is None:
@@ -97,14 +106,26 @@ def _read(data: bytes, where: str, chosen: GraphFormat | None, by_suffix: bool =
     if chosen.read is None:
         raise GraphFileError(f"{where}: the {chosen.name} format cannot be read from a file")
     try:
-        graph: Graph = chosen.read(data, where)
+        graph: Graph = read_content(chosen, data, where, base_dir)
     except GraphFileError as exc:
         # A suffix can mislead (a saved_model.pb is no GraphDef): the format the content
         # says, if another, reads it or says what it is.
         other = sniff_format(data) if by_suffix and not isinstance(exc, UnsupportedModelFormatError) else None
         if other is None or other is chosen or other.read is None:
             raise
-        graph = other.read(data, where)
+        graph = read_content(other, data, where, base_dir)
+    return graph
+
+
+def read_content(chosen: GraphFormat, data: bytes, where: str, base_dir: str | None) -> Graph:
+    """``data`` read by the format ``chosen``; files it refers to are read from ``base_dir``
+    (formats with no such files ignore it)."""
+    if base_dir is not None and chosen.read_beside is not None:
+        graph: Graph = chosen.read_beside(data, where, base_dir)
+        return graph
+    if chosen.read is None:
+        raise GraphFileError(f"{where}: the {chosen.name} format cannot be read from a file")
+    graph = chosen.read(data, where)
     return graph
 
 

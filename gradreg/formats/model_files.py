@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from gradreg.errors import GradregError, UnsupportedModelFormatError
-from gradreg.formats import find_format, model_kinds
+from gradreg.formats import find_format, model_kinds, read_content
 from gradreg.formats.model_kinds import ONNX_ADVICE, is_saved_model_dir
 from gradreg.model.graph import Graph
 from gradreg.registry.extensions import GraphFormat
@@ -53,13 +53,16 @@ def _refuse(kind: str) -> Callable[[bytes, str], Graph]:
 
 
 def _read_onnx(data: bytes, where: str) -> Graph:
+    return _read_onnx_beside(data, where, None)
+
+
+def _read_onnx_beside(data: bytes, where: str, base_dir: str | None) -> Graph:
     try:
         installed = find_format(ONNX_FORMAT)
     except GradregError:     # no such format installed
         installed = None
     if installed is not None and installed.read is not None:
-        graph: Graph = installed.read(data, where)
-        return graph
+        return read_content(installed, data, where, base_dir)
     raise UnsupportedModelFormatError(f"{where}: this is an ONNX model; {ONNX_ADVICE}", "onnx")
 
 
@@ -82,7 +85,8 @@ REFUSED = [
     GraphFormat("tf-checkpoint", suffixes=(".index",), read=_refuse("checkpoint"),
                 summary="TensorFlow checkpoint index: recognised, not a graph"),
     # Sorted after an installed "onnx" format for the same suffix, and hands ONNX files to it.
-    GraphFormat("onnx-fallback", suffixes=(".onnx",), read=_read_onnx, sniff=_sniffer("onnx"), sniff_order=-50,
+    GraphFormat("onnx-fallback", suffixes=(".onnx",), read=_read_onnx, read_beside=_read_onnx_beside,
+                sniff=_sniffer("onnx"), sniff_order=-50,
                 summary="ONNX model: recognised; read by gradreg's ONNX support when it is installed"),
 ]
 

@@ -55,6 +55,8 @@ def identify_model_file(path: str) -> str | None:
     path = os.fspath(path)
     if os.path.isdir(path):
         return "saved_model_dir" if is_saved_model_dir(path) else None
+    if not os.path.isfile(path):
+        return None      # a FIFO would block (or be consumed), a device never ends: no kind to tell
     try:
         with open(path, "rb") as f:
             head = f.read(4096)

@@ -35,7 +35,7 @@ from google.protobuf import text_format
 
 from gradreg.config import MAX_MESSAGE_DEPTH
 from gradreg.errors import CheckpointError, SavedModelError
-from gradreg.file_access import FileAccess, check_single_link, real, resolve_inside
+from gradreg.file_access import FileAccess, check_file, real, resolve_inside
 from gradreg.formats.graphdef import text_nesting_depth
 from gradreg.formats.model_kinds import ADVICE, SAVED_MODEL_PB, SAVED_MODEL_PBTXT, check_model_file, identify_model_file
 from gradreg.formats.tensor_bundle import BundleReader, data_path, index_path, write_bundle
@@ -256,16 +256,24 @@ def _shape(proto: tensor_shape_pb2.TensorShapeProto) -> tuple[int | None, ...] |
     return tuple(None if d.size < 0 else d.size for d in proto.dim)
 
 
+def variable_def(data: bytes, where: str, error: type[Exception] = SavedModelError) -> variable_pb2.VariableDef:
+    """A VariableDef of a MetaGraph's variables collection; ``error`` naming ``where`` if it is corrupt."""
+    try:
+        return variable_pb2.VariableDef.FromString(data)
+    except protobuf_message.DecodeError:
+        raise error(f"{where}: a VariableDef of the variables collections is corrupt") from None
+
+
 def _collection_variables(graph: meta_graph_pb2.MetaGraphDef, export_dir: str,
                           granted: Sequence[str]) -> list[SavedModelVariable]:
     """A TF1 SavedModel: VariableDefs of the ``variables`` collection, keyed by op name."""
     collections = {entry.key: entry.value for entry in graph.collection_def}
     trainable = set()
     for entry in collections.get("trainable_variables", meta_graph_pb2.CollectionDef()).bytes_list.value:
-        trainable.add(variable_pb2.VariableDef.FromString(entry).variable_name)
+        trainable.add(variable_def(entry, export_dir).variable_name)
     found = []
     for entry in collections.get("variables", meta_graph_pb2.CollectionDef()).bytes_list.value:
-        var_def = variable_pb2.VariableDef.FromString(entry)
+        var_def = variable_def(entry, export_dir)
         op_name = var_def.variable_name.split(":")[0]
         found.append((op_name, var_def.variable_name in trainable))
     if not found:
@@ -339,7 +347,7 @@ def copy_model_directory(source: str, target: str, skip: Sequence[str] = ()) -> 
         for name in subdirectories + files:
             path = os.path.join(directory, name)
             resolved = resolve_inside(root, os.path.relpath(path, root), f"SavedModel '{source}'")
-            check_single_link(resolved, f"SavedModel '{source}'")
+            check_file(resolved, f"SavedModel '{source}'")
     shutil.copytree(root, target, dirs_exist_ok=True,
                     ignore=lambda d, names: list(skip) if os.path.samefile(d, root) else [])
 

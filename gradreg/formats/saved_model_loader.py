@@ -424,20 +424,20 @@ def _collection(meta_graph: meta_graph_pb2.MetaGraphDef, key: str) -> meta_graph
     return None
 
 
-def _variable_defs(meta_graph: meta_graph_pb2.MetaGraphDef, key: str) -> list[variable_pb2.VariableDef]:
+def _variable_defs(meta_graph: meta_graph_pb2.MetaGraphDef, key: str, where: str) -> list[variable_pb2.VariableDef]:
     found = _collection(meta_graph, key)
     if found is None:
         return []
-    return [variable_pb2.VariableDef.FromString(v) for v in found.bytes_list.value]
+    return [sm.variable_def(v, where) for v in found.bytes_list.value]
 
 
 def _tf1_variables(model: LoadedSavedModel) -> list[ModelVariable]:
     meta = model.meta_graph
-    trainable = {d.variable_name for d in _variable_defs(meta, GraphKeys.TRAINABLE_VARIABLES)}
+    trainable = {d.variable_name for d in _variable_defs(meta, GraphKeys.TRAINABLE_VARIABLES, model.path)}
     restored = restore_sources(model.graph, meta.saver_def.restore_op_name)
     out: list[ModelVariable] = []
     seen: set[str] = set()
-    for definition in _variable_defs(meta, GraphKeys.GLOBAL_VARIABLES):
+    for definition in _variable_defs(meta, GraphKeys.GLOBAL_VARIABLES, model.path):
         op_name = definition.variable_name.split(":")[0]
         if op_name in seen:
             continue

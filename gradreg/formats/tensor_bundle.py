@@ -38,7 +38,7 @@ from typing import IO, Any, cast
 import numpy as np
 
 from gradreg.errors import CheckpointError, FileWriteError, GradregError
-from gradreg.file_access import resolve_inside
+from gradreg.file_access import check_file, resolve_inside
 from gradreg.formats import crc32c, sstable
 from gradreg.formats.atomic import Writer, atomic_write_all
 from gradreg.model import dtypes
@@ -295,7 +295,10 @@ class BundleReader:
         return path
 
     def _checked(self, path: str) -> str:
-        return path if self._check is None else self._check(path)
+        if self._check is not None:
+            return self._check(path)
+        check_file(path, f"checkpoint '{self.prefix}'", single_link=False)    # a FIFO would block the read
+        return path
 
     def _read_bytes(self, key: str, entry: _Entry, raw_crc: bool = True) -> bytearray:
         """The tensor's bytes; with ``raw_crc`` checked against the entry's CRC (strings are

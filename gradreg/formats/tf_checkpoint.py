@@ -39,7 +39,7 @@ import numpy as np
 from google.protobuf import text_format
 
 from gradreg.errors import CheckpointError, FileAccessError
-from gradreg.file_access import is_inside, real, resolve_inside
+from gradreg.file_access import check_file, is_inside, real, resolve_inside
 from gradreg.formats.atomic import atomic_write
 from gradreg.formats.tensor_bundle import BundleReader, index_path, write_bundle
 from gradreg.proto import checkpoint_state_pb2, trackable_object_graph_pb2
@@ -58,7 +58,7 @@ def read_checkpoint_state(directory: str) -> checkpoint_state_pb2.CheckpointStat
     path = os.path.join(directory, STATE_FILE)
     if not os.path.lexists(path):
         return None
-    resolve_inside(directory, STATE_FILE, f"'{directory}'")
+    check_file(resolve_inside(directory, STATE_FILE, f"'{directory}'"), f"'{directory}'", single_link=False)
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_STATE_BYTES + 1)

@@ -769,10 +769,13 @@ class Graph:
                                  f"it, or pass output_dtypes to create_op")
         if not all(t.graph is self for t in inputs):
             inputs = [t if t.graph is self else self._capture_outer(t, name or op_type) for t in inputs]
+        node_name = self._node_name(name, op_type, unique)
         context = self._control_flow_context
         if context is not None:
-            inputs = [context.capture(t) for t in inputs]
-        node_name = self._node_name(name, op_type, unique)
+            # TensorFlow's: a value entering a branch or a loop gets its Switch or Enter node in the
+            # scope of the op that uses it ("cond/mul/Switch", "while/mul/Enter").
+            with _NameScope(self, node_name):
+                inputs = [context.capture(t) for t in inputs]
         controls = list(control_inputs)
         if self._control_dependencies:
             controls += [c for c in self._current_control_inputs(inputs) if c not in control_inputs]

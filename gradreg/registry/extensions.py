@@ -46,7 +46,10 @@ class GraphFormat:
     ``read_directory(path)`` instead. ``aliases`` are other names ``format=`` accepts.
     A format that stores a model of chosen outputs rather than a whole graph (ONNX) gives
     ``write_outputs(graph, {output name: tensor})``; ``save_graph(..., outputs=...)`` and
-    ``gradreg grad -o`` use it.
+    ``gradreg grad -o`` use it. A format whose files refer to files beside them (ONNX external
+    data) gives ``read_beside(content, where, base_dir)``: ``load_graph`` calls it with the
+    directory of the file it read (or the ``base_dir`` its caller gave for bytes), while
+    ``read`` alone refuses content that refers to other files.
     """
     name: str
     suffixes: tuple[str, ...] = ()
@@ -59,6 +62,7 @@ class GraphFormat:
     aliases: tuple[str, ...] = ()
     summary: str = ""
     write_outputs: Callable[[Any, Mapping[str, Any]], bytes] | None = None
+    read_beside: Callable[[bytes, str, str], Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -42,13 +42,14 @@ from typing import Any
 import numpy as np
 
 from gradreg.errors import CheckpointError, FeedError, GradregError
-from gradreg.file_access import resolve_inside
+from gradreg.file_access import check_file, resolve_inside
 from gradreg.formats import atomic_write, tf_checkpoint
 from gradreg.formats.arrays import read_npz
 from gradreg.formats.npz import save_npz
+from gradreg.formats.saved_model import variable_def
 from gradreg.formats.tensor_bundle import BundleReader, index_path, slice_region
 from gradreg.model.graph import get_default_graph, import_graph_def
-from gradreg.proto import meta_graph_pb2, variable_pb2
+from gradreg.proto import meta_graph_pb2
 from gradreg.runtime.state import variable_key, variable_state
 from gradreg.training.variables import GraphKeys, global_variables, variable_from_op
 
@@ -85,6 +86,7 @@ def read_checkpoint(path: str) -> tuple[dict[str, dict], dict[str, np.ndarray]]:
     """The metadata and the arrays of a checkpoint file. The file may be hostile: it is read as
     feed files are (gradreg.formats.arrays: no objects or pickles, every array's size checked
     before its data is read); anything that is not a gradreg checkpoint is a CheckpointError."""
+    check_file(os.fspath(path), "checkpoint", single_link=False)      # a FIFO would block the read
     try:
         arrays = read_npz(path)
     except FeedError as exc:
@@ -204,8 +206,10 @@ def _read_index(directory: str) -> list[str]:
     """The checkpoints gradreg's index file in ``directory`` names, oldest first: only names of
     files directly in ``directory`` (the index is a file of the directory, as hostile as any;
     an entry such as ``../x`` or ``/etc/x`` is ignored, never read or removed)."""
+    path = os.path.join(directory, INDEX_FILE)
     try:
-        with open(os.path.join(directory, INDEX_FILE), "rb") as f:
+        check_file(path, f"'{directory}'", single_link=False)      # a FIFO would block the read
+        with open(path, "rb") as f:
             kept = json.loads(f.read(1 << 20))["all"]
     except (OSError, ValueError, KeyError, TypeError):
         return []
@@ -312,6 +316,7 @@ def import_meta_graph(path: str, clear_devices: bool = False) -> Saver:
     """
     path = os.fspath(path)
     meta = meta_graph_pb2.MetaGraphDef()
+    check_file(path, path, single_link=False)      # a FIFO would block: a .meta is a file beside checkpoints
     try:
         with open(path, "rb") as f:
             meta.ParseFromString(f.read())
@@ -337,11 +342,11 @@ def _meta_graph_variables(meta, graph, path: str) -> list:
     trainable = set()
     found = collections.get(GraphKeys.TRAINABLE_VARIABLES)
     if found is not None:
-        trainable = {variable_pb2.VariableDef.FromString(v).variable_name for v in found.bytes_list.value}
+        trainable = {variable_def(v, path, CheckpointError).variable_name for v in found.bytes_list.value}
     out = []
     found = collections.get(GraphKeys.GLOBAL_VARIABLES)
     for entry in found.bytes_list.value if found is not None else ():
-        definition = variable_pb2.VariableDef.FromString(entry)
+        definition = variable_def(entry, path, CheckpointError)
         op_name = definition.variable_name.split(":")[0]
         if op_name not in graph:
             raise CheckpointError(f"{path}: the variables collection names '{op_name}', which is not in the graph")

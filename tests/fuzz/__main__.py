@@ -4,6 +4,7 @@
     python -m tests.fuzz --count 400 --seed 7         # a fixed set of mutants
     python -m tests.fuzz --seed 7 --only 123,456      # replay findings
     python -m tests.fuzz --seed 7 --show 123          # what mutant 123 is
+    python -m tests.fuzz --models --minutes 15        # model files only: SavedModels, checkpoints, ONNX
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import json
 import sys
 import time
 
-from .campaign import generate, run_campaign
+from .campaign import describe, generate, model_job, run_campaign
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,8 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds allowed per mutant (default 30)")
     parser.add_argument("--cli-fraction", type=float, default=0.05,
                         help="share of mutants run through `python -m gradreg` in a subprocess (default 0.05)")
+    parser.add_argument("--model-fraction", type=float, default=0.2,
+                        help="share of jobs that are model files: SavedModel and checkpoint directories, ONNX files "
+                             "with external data (default 0.2)")
+    parser.add_argument("--models", action="store_true", help="model-file jobs only (--model-fraction 1)")
     parser.add_argument("--json", metavar="FILE", help="write every result as JSON lines to FILE")
     args = parser.parse_args(argv)
+    if args.models:
+        args.model_fraction = 1.0
     if args.show is not None:
         return _show(args)
     if args.minutes is None and args.count is None and args.only is None:
@@ -52,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     only = [int(i) for i in args.only.split(",")] if args.only else None
     summary = run_campaign(args.seed, count=args.count, minutes=args.minutes, backends=tuple(args.backends.split(",")),
                            seconds=args.timeout, cli_fraction=args.cli_fraction, jobs=args.jobs, start=args.start,
-                           progress=progress, only=only)
+                           progress=progress, only=only, model_fraction=args.model_fraction)
     if log is not None:
         log.close()
     print(summary.report())
@@ -60,6 +67,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _show(args) -> int:
+    found = model_job(args.seed, args.show, args.model_fraction)
+    if found is not None:
+        from .models import build
+        place = f"fuzz-{args.seed}-{args.show}"
+        root = build(found, place)
+        print(f"mutant {args.show} of campaign {args.seed}: {describe(args.seed, args.show, 0, args.model_fraction)}")
+        print(f"wrote {place}/ (the model is {root})")
+        return 0
     job = generate(args.seed, args.show, args.cli_fraction)
     print(f"mutant {args.show} of campaign {args.seed}: {job.kind} job on {job.seed.name}")
     for how in job.mutant.how:

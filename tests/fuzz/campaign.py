@@ -7,6 +7,9 @@ Three kinds of job, chosen per index:
 ``graph``  a mutated graph file, loaded, written back, run on every backend, differentiated (in-process)
 ``feed``   a seed graph with a hostile feed file, through the command line's ``run`` (in-process)
 ``cli``    a mutated graph or a hostile feed through ``python -m gradreg`` in a subprocess, with a timeout
+``model``  a mutated SavedModel directory, TensorFlow or gradreg checkpoint directory, or ONNX file with
+           external data, loaded, inspected, run, saved and cleaned up (tests/fuzz/models.py), with the
+           escape oracle: nothing outside the model read, written or deleted
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .feeds import hostile_feed
+from .models import ModelJob, evaluate_model_job, generate_model_job
 from .mutate import Mutant, make_mutant
 from .oracle import FAILURES, Reference, Verdict, classify_error, evaluate, time_limit, values_equal
 from .seeds import Seed, all_seeds
@@ -70,6 +74,21 @@ def seed_dtypes(name: str) -> dict[str, int]:
     return {t.name: t.dtype.enum for op in graph.get_operations() for t in op.outputs if t.dtype is not None}
 
 
+def model_job(campaign_seed: int, index: int, model_fraction: float) -> ModelJob | None:
+    """The model job ``index`` of the campaign is, for that share of the indices (None otherwise)."""
+    rng = random.Random(f"{campaign_seed}:{index}:model")
+    return generate_model_job(rng) if rng.random() < model_fraction else None
+
+
+def describe(campaign_seed: int, index: int, cli_fraction: float, model_fraction: float) -> dict[str, Any]:
+    """What job ``index`` is: its kind, seed and mutations (for reports of a worker that died)."""
+    found = model_job(campaign_seed, index, model_fraction)
+    if found is not None:
+        return {"kind": f"model:{found.kind}", "seed": found.seed, "how": found.how}
+    job = generate(campaign_seed, index, cli_fraction)
+    return {"kind": job.kind, "seed": job.seed.name, "how": job.mutant.how}
+
+
 def generate(campaign_seed: int, index: int, cli_fraction: float = 0.05) -> Job:
     """The job ``index`` of the campaign ``campaign_seed`` (the same every time)."""
     rng = random.Random(f"{campaign_seed}:{index}")
@@ -95,10 +114,11 @@ def generate(campaign_seed: int, index: int, cli_fraction: float = 0.05) -> Job:
 class Worker:
     """Evaluates jobs in this process (the worker subprocess, or a test that calls it directly)."""
 
-    def __init__(self, backends: list[str], seconds: float, cli_fraction: float):
+    def __init__(self, backends: list[str], seconds: float, cli_fraction: float, model_fraction: float = 0.0):
         self.backends = backends
         self.seconds = seconds
         self.cli_fraction = cli_fraction
+        self.model_fraction = model_fraction
         self.references: dict[str, Reference | None] = {}
         self.directory = tempfile.mkdtemp(prefix="gradreg-fuzz-")
 
@@ -108,6 +128,9 @@ class Worker:
         return self.references[seed.name]
 
     def run(self, campaign_seed: int, index: int) -> dict[str, Any]:
+        found = model_job(campaign_seed, index, self.model_fraction)
+        if found is not None:
+            return self._model(found, index)
         job = generate(campaign_seed, index, self.cli_fraction)
         verdict = Verdict()
         path = os.path.join(self.directory, f"mutant{job.mutant.suffix}")
@@ -124,6 +147,18 @@ class Worker:
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(self.directory, name))
         return {"index": index, "kind": job.kind, "seed": job.seed.name, "how": job.mutant.how,
+                "verdict": verdict.kind, "stage": verdict.stage, "detail": verdict.detail,
+                "stages": verdict.stages, "seconds": round(time.monotonic() - started, 3)}
+
+    def _model(self, job: ModelJob, index: int) -> dict[str, Any]:
+        verdict = Verdict()
+        place = tempfile.mkdtemp(prefix="job-", dir=self.directory)
+        started = time.monotonic()
+        try:
+            evaluate_model_job(job, place, self.backends, verdict, self.seconds)
+        finally:
+            _remove_tree(place)
+        return {"index": index, "kind": f"model:{job.kind}", "seed": job.seed, "how": job.how,
                 "verdict": verdict.kind, "stage": verdict.stage, "detail": verdict.detail,
                 "stages": verdict.stages, "seconds": round(time.monotonic() - started, 3)}
 
@@ -224,6 +259,20 @@ def _write_good_feed(directory: str, seed: Seed) -> str:
     return path
 
 
+def _remove_tree(place: str) -> None:
+    """Remove a job's directory, FIFOs, links and read-only entries included, never following a link."""
+    import shutil
+    for root, dirs, files in os.walk(place, topdown=False):
+        for name in files + dirs:
+            path = os.path.join(root, name)
+            with contextlib.suppress(OSError):
+                if os.path.islink(path) or not os.path.isdir(path):
+                    os.unlink(path)
+                else:
+                    os.rmdir(path)
+    shutil.rmtree(place, ignore_errors=True)
+
+
 def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
@@ -268,7 +317,8 @@ def serve() -> None:
     for line in sys.stdin:
         request = json.loads(line)
         if worker is None:
-            worker = Worker(request["backends"], request["seconds"], request["cli_fraction"])
+            worker = Worker(request["backends"], request["seconds"], request["cli_fraction"],
+                            request.get("model_fraction", 0.0))
         result = worker.run(request["campaign"], request["index"])
         protocol.write(json.dumps(result) + "\n")
 
@@ -357,7 +407,8 @@ class WorkerProcess:
 
 def run_campaign(campaign_seed: int = 0, count: int | None = None, minutes: float | None = None,
                  backends: tuple[str, ...] = ("numpy", "numba"), seconds: float = 30.0, cli_fraction: float = 0.05,
-                 jobs: int = 1, start: int = 0, progress: Any = None, only: list[int] | None = None) -> Summary:
+                 jobs: int = 1, start: int = 0, progress: Any = None, only: list[int] | None = None,
+                 model_fraction: float = 0.0) -> Summary:
     """Evaluate mutants ``start``, ``start + 1``, ... until ``count`` are done or ``minutes`` have passed
     (``only``: just those indices); ``jobs`` workers in parallel."""
     import concurrent.futures
@@ -367,13 +418,13 @@ def run_campaign(campaign_seed: int = 0, count: int | None = None, minutes: floa
     indices = iter(only) if only is not None else iter(range(start, start + count) if count is not None
                                                          else _count_from(start))
     workers = [WorkerProcess(seconds * 3 + 60) for _ in range(jobs)]
-    request = {"campaign": campaign_seed, "backends": list(backends), "seconds": seconds, "cli_fraction": cli_fraction}
+    request = {"campaign": campaign_seed, "backends": list(backends), "seconds": seconds, "cli_fraction": cli_fraction,
+               "model_fraction": model_fraction}
 
     def one(worker: WorkerProcess, index: int) -> dict[str, Any]:
         result = worker.ask({**request, "index": index})
         if result is None:
-            job = generate(campaign_seed, index, cli_fraction)
-            result = {"index": index, "kind": job.kind, "seed": job.seed.name, "how": job.mutant.how,
+            result = {"index": index, **describe(campaign_seed, index, cli_fraction, model_fraction),
                       "verdict": "crash", "stage": "worker", "stages": [],
                       "detail": "the worker died or did not answer (a hang no alarm could stop, or a crash)"}
         return result

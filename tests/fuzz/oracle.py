@@ -13,6 +13,8 @@ file, a node or a tensor. Everything else is a finding:
                or a result where the input can never be good
 ``timeout``    longer than the time limit (a hang)
 ``crash``      the process died (a signal, an exit status other than 0, 1)
+``escape``     a model job touched what lies outside its model: a file outside changed or appeared, the
+               working directory got a file, a value from outside came back (tests/fuzz/models.py)
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ import gradreg as gr
 from gradreg.autodiff.gradients import as_dense_gradients
 from gradreg.errors import GradregError
 
-FAILURES = ("internal", "multiline", "unlocated", "unwritable", "disagree", "wrong", "timeout", "crash")
+FAILURES = ("internal", "multiline", "unlocated", "unwritable", "disagree", "wrong", "timeout", "crash", "escape")
 
 
 class FuzzTimeout(BaseException):

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from gradreg.build.builders import apply_op, constant, convert_to_tensor, graph_of
+from gradreg.build.builders import apply_op, constant, convert_to_tensor, graph_of, op_scope
 from gradreg.model import dtypes
 from gradreg.model.graph import Tensor
 from gradreg.model.shapes import TensorShape
@@ -21,38 +21,14 @@ api = family.api_function
 api("constant")(constant)
 
 
-class _Scope:
-    """TensorFlow's ``with name_scope(name, default) as scope`` for a builder that makes helper
-    nodes: they go under ``<op name>/`` and the op itself is then named exactly ``<op name>``."""
-
-    def __init__(self, graph, name: str | None, default: str):
-        self.graph = graph
-        full = graph.unique_name(name or default, mark_as_used=False)
-        outer = graph.get_name_scope()
-        self.full = full
-        self.name = full[len(outer) + 1:] if outer else full   # what apply_op resolves back to `full`
-
-    def helpers(self):
-        return self.graph.name_scope(self.full + "/")
-
-
 def _contains_tensor(value) -> bool:
     if isinstance(value, Tensor):
         return True
     return isinstance(value, (list, tuple)) and any(_contains_tensor(v) for v in value)
 
 
-def _autopack(value, name: str = "packed"):
-    """A (nested) list holding Tensors becomes a Pack node, as TensorFlow converts it (Python
-    numbers take the Tensors' dtype); anything else is returned for apply_op to convert."""
-    if not isinstance(value, (list, tuple)) or not _contains_tensor(value):
-        return value
-    items = [_autopack(v, name) for v in value]
-    return apply_op("Pack", items, axis=0, name=name)
-
-
-def _tensor(value, name: str = "Const", dtype=None) -> Tensor:
-    return convert_to_tensor(_autopack(value), dtype=dtype, name=name)
+# Python values given to apply_op become Consts (a list holding Tensors a Pack) inside the op's
+# scope, named after the input ("Reshape/shape"), as TensorFlow's generated builders name them.
 
 
 # -- sources and identities ----------------------------------------------------------------------
@@ -66,8 +42,7 @@ def placeholder(dtype, shape=None, name=None):
 @api("placeholder_with_default")
 def placeholder_with_default(input, shape, name=None):  # noqa: A002  (TensorFlow's argument name)
     """``input`` unless the node is fed a value compatible with ``shape``."""
-    value = _tensor(input, "input")
-    return apply_op("PlaceholderWithDefault", value, shape=TensorShape(shape), name=name)
+    return apply_op("PlaceholderWithDefault", input, shape=TensorShape(shape), name=name)
 
 
 @api("prevent_gradient")
@@ -93,11 +68,19 @@ def ensure_shape(x, shape, name=None):
 @api("shape")
 def shape(input, out_type=dtypes.int32, name=None):  # noqa: A002  (TensorFlow's argument name)
     """The shape of ``input`` as a vector; a Const when the static shape is fully known."""
-    value = _tensor(input, "input")
-    out_type = dtypes.as_dtype(out_type)
-    if value.shape.is_fully_defined():
-        return constant(list(value.shape.dims), out_type, name=name or "Shape", graph=value.graph)
-    return apply_op("Shape", value, out_type=out_type, name=name)
+    with op_scope(name, "Shape", (input,)) as name:
+        value = convert_to_tensor(input)
+        if out_type is None:   # TensorFlow's shape_internal: int64 only if a dimension needs it
+            if value.shape.is_fully_defined():
+                dims = list(value.shape.dims)
+                wide = any(d >= 2 ** 31 for d in dims)
+                return constant(dims, dtypes.int64 if wide else dtypes.int32, name="shape_as_tensor",
+                                graph=value.graph)
+            out_type = dtypes.int32
+        out_type = dtypes.as_dtype(out_type)
+        if value.shape.is_fully_defined():
+            return constant(list(value.shape.dims), out_type, name=name, graph=value.graph)
+        return apply_op("Shape", value, out_type=out_type, name=name)
 
 
 @api("shape_n")
@@ -109,22 +92,24 @@ def shape_n(input, out_type=dtypes.int32, name=None):  # noqa: A002  (TensorFlow
 @api("size")
 def size(input, out_type=dtypes.int32, name=None):  # noqa: A002  (TensorFlow's argument name)
     """The number of elements of ``input``; a Const when statically known."""
-    value = _tensor(input, "input")
-    out_type = dtypes.as_dtype(out_type)
-    static = value.shape
-    if static.is_fully_defined() or (static.rank is not None and 0 in static.dims):
-        count = 0 if 0 in static.dims else static.num_elements()
-        return constant(count, out_type, name=name or "Size", graph=value.graph)
-    return apply_op("Size", value, out_type=out_type, name=name)
+    with op_scope(name, "Size", (input,)) as name:
+        value = convert_to_tensor(input)
+        out_type = dtypes.as_dtype(out_type)
+        static = value.shape
+        if static.is_fully_defined() or (static.rank is not None and 0 in static.dims):
+            count = 0 if 0 in static.dims else static.num_elements()
+            return constant(count, out_type, name=name, graph=value.graph)
+        return apply_op("Size", value, out_type=out_type, name=name)
 
 
 @api("rank")
 def rank(input, name=None):  # noqa: A002  (TensorFlow's argument name)
     """The rank of ``input`` as an int32 scalar; a Const when statically known."""
-    value = _tensor(input, "input")
-    if value.shape.rank is not None:
-        return constant(value.shape.rank, dtypes.int32, name=name or "Rank", graph=value.graph)
-    return apply_op("Rank", value, name=name)
+    with op_scope(name, "Rank", (input,)) as name:
+        value = convert_to_tensor(input)
+        if value.shape.rank is not None:
+            return constant(value.shape.rank, dtypes.int32, name=name, graph=value.graph)
+        return apply_op("Rank", value, name=name)
 
 
 # -- reshaping ---------------------------------------------------------------------------------
@@ -132,7 +117,7 @@ def rank(input, name=None):  # noqa: A002  (TensorFlow's argument name)
 @api("reshape")
 def reshape(tensor, shape, name=None):
     """``tensor`` with its elements arranged in ``shape`` (one entry may be -1)."""
-    return apply_op("Reshape", tensor, _autopack(shape), name=name)
+    return apply_op("Reshape", tensor, shape, name=name)
 
 
 @api("expand_dims")
@@ -155,16 +140,15 @@ def squeeze(input, axis=None, name=None):  # noqa: A002  (TensorFlow's argument 
 def transpose(a, perm=None, conjugate=False, name="transpose"):
     """``a`` with its dimensions permuted by ``perm`` (default: reversed); ``conjugate`` also
     conjugates complex values (ConjugateTranspose)."""
-    a = _tensor(a, "a")
-    op_type = "ConjugateTranspose" if conjugate and a.dtype.is_complex else "Transpose"
-    if perm is None:
-        if a.shape.rank is None:
-            scope = _Scope(a.graph, name, "transpose")
-            with scope.helpers():
+    with op_scope(name, "transpose", (a,)) as name:
+        a = convert_to_tensor(a, name="a")
+        op_type = "ConjugateTranspose" if conjugate and a.dtype.is_complex else "Transpose"
+        if perm is None:
+            if a.shape.rank is None:
                 perm = apply_op("Range", apply_op("Rank", a) - 1, -1, -1)
-            return apply_op(op_type, a, perm, name=scope.name)
-        perm = np.arange(a.shape.rank - 1, -1, -1, dtype=np.int32)
-    return apply_op(op_type, a, _autopack(perm), name=name)
+            else:
+                perm = np.arange(a.shape.rank - 1, -1, -1, dtype=np.int32)
+        return apply_op(op_type, a, perm, name=name)
 
 
 # -- joining and splitting ---------------------------------------------------------------------
@@ -175,11 +159,13 @@ def concat(values, axis, name="concat"):
     if not isinstance(values, (list, tuple)):
         values = [values]
     if len(values) == 1:
-        axis_rank = axis.shape.rank if isinstance(axis, Tensor) else np.ndim(axis)
-        if axis_rank not in (None, 0):
-            raise ValueError(f"concat: axis must be a scalar, got {axis!r}")
-        return apply_op("Identity", _autopack(values[0]), name=name)
-    return apply_op("ConcatV2", [_autopack(v) for v in values], axis, name=name)
+        # TensorFlow's: a scope of the name holding a Const of the axis, the Identity inside it.
+        with op_scope(name, "concat", values):
+            axis = convert_to_tensor(axis, dtypes.int32, name="concat_dim")
+            if axis.shape.rank not in (None, 0):
+                raise ValueError(f"concat: axis must be a scalar, got {axis!r}")
+            return apply_op("Identity", values[0], name=name)
+    return apply_op("ConcatV2", list(values), axis, name=name)
 
 
 @api("split")
@@ -188,7 +174,7 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
     of the given sizes (a vector; ``num`` is its length when not statically known)."""
     if isinstance(num_or_size_splits, numbers.Integral) and not isinstance(num_or_size_splits, bool):
         return apply_op("Split", axis, value, num_split=int(num_or_size_splits), name=name)
-    size_splits = _tensor(num_or_size_splits, "size_splits")
+    size_splits = convert_to_tensor(num_or_size_splits)
     if size_splits.shape.rank == 0:
         raise ValueError("Rank-0 tensors are not supported as the num_or_size_splits argument to split. "
                          f"Argument provided: {num_or_size_splits!r}")
@@ -203,19 +189,19 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
 def stack(values, axis=0, name="stack"):
     """``values`` (same shape) stacked along a new dimension ``axis``."""
     values = list(values)
-    if axis == 0 and not _contains_tensor(values):
-        return constant(values, name=name, graph=graph_of(values))
-    items = [_autopack(v) for v in values]
-    rank = items[0].shape.rank if isinstance(items[0], Tensor) else np.ndim(items[0])
+    if axis == 0:   # TensorFlow's: a Const, or the Pack its conversion of the list makes
+        return convert_to_tensor(values, name=name, graph=graph_of(values))
+    first = values[0]
+    rank = first.shape.rank if isinstance(first, Tensor) else np.ndim(first)
     if rank is not None and not -(rank + 1) <= axis < rank + 1:
         raise ValueError(f"Argument `axis` = {axis} not in range [{-(rank + 1)}, {rank + 1})")
-    return apply_op("Pack", items, axis=axis, name=name)
+    return apply_op("Pack", values, axis=axis, name=name)
 
 
 @api("unstack")
 def unstack(value, num=None, axis=0, name="unstack"):
     """The slices of ``value`` along ``axis`` (``num`` of them; inferred from the static shape)."""
-    value = _tensor(value, "value")
+    value = convert_to_tensor(value)
     if num is None:
         static = value.shape
         if static.rank is None:
@@ -233,17 +219,16 @@ def unstack(value, num=None, axis=0, name="unstack"):
 @api("slice")
 def slice(input_, begin, size, name=None):  # noqa: A001  (TensorFlow's name)
     """The block of ``input_`` starting at ``begin`` with ``size`` (-1: to the end)."""
-    return apply_op("Slice", input_, _autopack(begin), _autopack(size), name=name)
+    return apply_op("Slice", input_, begin, size, name=name)
 
 
 @api("strided_slice")
 def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0,
                   new_axis_mask=0, shrink_axis_mask=0, name=None):
     """TensorFlow's strided_slice: python-style slicing with the five bit masks."""
-    begin, end = _autopack(begin), _autopack(end)
     if strides is None:
         strides = ones_like(begin)
-    return apply_op("StridedSlice", input_, begin, end, _autopack(strides), begin_mask=begin_mask,
+    return apply_op("StridedSlice", input_, begin, end, strides, begin_mask=begin_mask,
                     end_mask=end_mask, ellipsis_mask=ellipsis_mask, new_axis_mask=new_axis_mask,
                     shrink_axis_mask=shrink_axis_mask, name=name)
 
@@ -307,15 +292,12 @@ def _index_dtype(parts: list) -> dtypes.DType:
     return dtypes.int32
 
 
-def _index_vector(values: list, dtype: dtypes.DType, name: str, graph) -> Tensor:
-    if not _contains_tensor(values):
-        return constant(values, dtype, name=name, graph=graph)
-    items = []
-    for v in values:
-        if isinstance(v, Tensor) and v.known_dtype.base_dtype is not dtype:
-            v = apply_op("Cast", v, DstT=dtype)
-        items.append(v if isinstance(v, Tensor) else constant(v, dtype, graph=graph))
-    return apply_op("Pack", items, axis=0, name=name)
+def _index_vector(values: list, dtype: dtypes.DType, graph) -> Tensor:
+    """begin, end or strides as a vector: TensorFlow's stack() of them ("stack", a Const or a
+    Pack of Consts named by position)."""
+    values = [apply_op("Cast", v, DstT=dtype) if isinstance(v, Tensor) and v.known_dtype.base_dtype is not dtype
+              else v for v in values]
+    return convert_to_tensor(values, dtype, name="stack", graph=graph)
 
 
 @api("_slice_helper")
@@ -327,17 +309,16 @@ def _slice_helper(tensor, slice_spec, name=None):
         raise TypeError("boolean mask indexing is not supported by gradreg; use gradreg.where and gradreg.gather_nd")
     if not isinstance(slice_spec, (list, tuple)):
         slice_spec = [slice_spec]
-    tensor = _tensor(tensor, "tensor")
-    scope = _Scope(tensor.graph, name, "strided_slice")
-    with scope.helpers():
-        begin, end, strides, masks = _slice_spec(slice_spec)
+    tensor = convert_to_tensor(tensor)
+    begin, end, strides, masks = _slice_spec(slice_spec)
+    # As TensorFlow's: the scope "strided_slice" whatever the name (the name is a variable's).
+    with op_scope(None, "strided_slice", [tensor]) as scope:
         if begin:
             dtype = _index_dtype(begin + end + strides)
-            vectors = [_index_vector(v, dtype, n, tensor.graph)
-                       for v, n in ((begin, "stack"), (end, "stack_1"), (strides, "stack_2"))]
+            vectors = [_index_vector(v, dtype, tensor.graph) for v in (begin, end, strides)]
         else:
             vectors = [constant(np.zeros(0, np.int32), name="Const", graph=tensor.graph)] * 3
-    return apply_op("StridedSlice", tensor, *vectors, name=scope.name, **masks)
+        return apply_op("StridedSlice", tensor, *vectors, name=scope, **masks)
 
 
 # -- padding, tiling, filling, broadcasting ----------------------------------------------------------
@@ -347,7 +328,6 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
     """``tensor`` padded by ``paddings`` ([rank, 2]): with ``constant_values`` (Pad, or PadV2 when
     not zero), or mirrored ("REFLECT" / "SYMMETRIC", MirrorPad)."""
     mode = str(mode).upper()
-    paddings = _autopack(paddings)
     if mode == "CONSTANT":
         if (not isinstance(constant_values, Tensor) and np.ndim(constant_values) == 0
                 and constant_values == np.zeros_like(constant_values)):
@@ -362,42 +342,46 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
 @api("tile")
 def tile(input, multiples, name=None):  # noqa: A002  (TensorFlow's argument name)
     """``input`` repeated ``multiples[i]`` times along each dimension i."""
-    return apply_op("Tile", input, _autopack(multiples), name=name)
+    return apply_op("Tile", input, multiples, name=name)
 
 
 @api("fill")
 def fill(dims, value, name=None):
     """A tensor of shape ``dims`` filled with the scalar ``value``."""
-    return apply_op("Fill", _autopack(dims), value, name=name)
+    return apply_op("Fill", dims, value, name=name)
 
 
 @api("broadcast_to")
 def broadcast_to(input, shape, name=None):  # noqa: A002  (TensorFlow's argument name)
     """``input`` broadcast (NumPy rules, towards ``shape`` only) to ``shape``."""
-    return apply_op("BroadcastTo", input, _autopack(shape), name=name)
+    return apply_op("BroadcastTo", input, shape, name=name)
 
 
 def _filled(shape, dtype, value, name, default: str, graph=None) -> Tensor:
-    """zeros/ones: a Const when the shape is static and small (under 1000 elements), else Fill."""
+    """zeros/ones as TensorFlow builds them, in the scope ``default``: a Const when the shape is
+    static and small (under 1000 elements), else a Fill of a ``Const`` (the shape a
+    ``shape_as_tensor`` Const when static)."""
     dtype = dtypes.as_dtype(dtype)
     if dtype is dtypes.bool_:
         value = bool(value)
     elif dtype is dtypes.string and value == 0:
         value = b""
     graph = graph or graph_of(shape)
-    if not _contains_tensor(shape) and not isinstance(shape, Tensor):
-        static = TensorShape(shape)
-        dims = static.as_tuple()
-        if int(np.prod(dims, dtype=np.int64)) < 1000:
-            return constant(value, dtype, shape=dims, name=name or default, graph=graph)
-        shape = constant(list(dims), dtypes.int64 if max(dims) >= 2**31 else dtypes.int32, graph=graph)
-    scope = _Scope(graph, name, default)
-    with scope.helpers():
-        shape = _tensor(shape, "shape")
-        if shape.shape.rank == 0:
+    with op_scope(name, default, (shape,)) as name:
+        if not isinstance(shape, Tensor):
+            dims = None if _contains_tensor(shape) else TensorShape(shape).as_tuple()
+            if dims is not None and None not in dims:
+                if int(np.prod(dims, dtype=np.int64)) < 1000:
+                    return constant(value, dtype, shape=dims, name=name, graph=graph)
+                wide = max(dims) >= 2**31
+                shape = constant(list(dims), dtypes.int64 if wide else dtypes.int32, name="shape_as_tensor",
+                                 graph=graph)
+            else:
+                shape = convert_to_tensor(shape, dtypes.int32, graph=graph)
+        if not shape.shape.rank:   # a scalar or a shape of unknown rank: made a vector
             shape = reshape(shape, [-1])
         fill_value = constant(value, dtype, name="Const", graph=graph)
-    return apply_op("Fill", shape, fill_value, name=scope.name)
+        return apply_op("Fill", shape, fill_value, name=name)
 
 
 @api("zeros")
@@ -412,28 +396,36 @@ def ones(shape, dtype=dtypes.float32, name=None):
     return _filled(shape, dtype, 1, name, "ones")
 
 
-def _like(input, dtype, name, fill_value: int, op_type: str, default: str) -> Tensor:
-    """zeros_like/ones_like as TensorFlow builds them: from the static shape when it is fully
-    known, from shape(input) when the dtype changes, else the ZerosLike/OnesLike op."""
-    value = _tensor(input, "tensor")
-    dtype = None if dtype is None else dtypes.as_dtype(dtype)
-    if value.shape.is_fully_defined() and value.known_dtype.base_dtype is not dtypes.variant:
-        return _filled(value.shape.dims, dtype or value.known_dtype.base_dtype, fill_value, name, default, value.graph)
-    if dtype is not None and dtype is not value.known_dtype.base_dtype:
-        return _filled(shape(value), dtype, fill_value, name, default)
-    return apply_op(op_type, value, name=name or default)
-
-
 @api("zeros_like")
 def zeros_like(input, dtype=None, name=None):  # noqa: A002  (TensorFlow's argument name)
-    """Zeros with the shape of ``input`` (and its dtype unless ``dtype`` is given)."""
-    return _like(input, dtype, name, 0, "ZerosLike", "zeros_like")
+    """Zeros with the shape of ``input`` (and its dtype unless ``dtype`` is given), as TensorFlow
+    builds them: zeros() of the static shape when it is fully known, of shape(input) when the
+    dtype changes, else the ZerosLike op."""
+    with op_scope(name, "zeros_like", (input,)) as name:
+        value = convert_to_tensor(input, name="tensor")
+        own = value.known_dtype.base_dtype
+        dtype = None if dtype is None else dtypes.as_dtype(dtype)
+        if value.shape.is_fully_defined() and own is not dtypes.variant:
+            return _filled(value.shape.dims, dtype or own, 0, name, "zeros", value.graph)
+        if dtype is not None and dtype is not own and dtype is not dtypes.variant:
+            return _filled(shape(value, out_type=None), dtype, 0, name, "zeros", value.graph)
+        return apply_op("ZerosLike", value, name=name)
 
 
 @api("ones_like")
 def ones_like(input, dtype=None, name=None):  # noqa: A002  (TensorFlow's argument name)
-    """Ones with the shape of ``input`` (and its dtype unless ``dtype`` is given)."""
-    return _like(input, dtype, name, 1, "OnesLike", "ones_like")
+    """Ones with the shape of ``input`` (and its dtype unless ``dtype`` is given), as TensorFlow 2
+    builds them: ones() of the static shape when it is fully known, of shape(input) when the
+    dtype changes, else the OnesLike op."""
+    with op_scope(name, "ones_like", (input,)) as name:
+        value = convert_to_tensor(input, name="tensor")
+        own = value.known_dtype.base_dtype
+        dtype = None if dtype is None else dtypes.as_dtype(dtype)
+        if value.shape.is_fully_defined() and own is not dtypes.variant:
+            return _filled(value.shape.dims, dtype or own, 1, name, "ones", value.graph)
+        if dtype is not None and dtype is not own and dtype is not dtypes.variant:
+            return _filled(shape(value, out_type=None), dtype, 1, name, "ones", value.graph)
+        return apply_op("OnesLike", value, name=name)
 
 
 # -- gathering and scattering ------------------------------------------------------------------------
@@ -458,7 +450,7 @@ def gather_nd(params, indices, batch_dims=0, name=None):
 @api("scatter_nd")
 def scatter_nd(indices, updates, shape, name=None):
     """Zeros of ``shape`` with ``updates`` added at ``indices``."""
-    return apply_op("ScatterNd", indices, updates, _autopack(shape), name=name)
+    return apply_op("ScatterNd", indices, updates, shape, name=name)
 
 
 # -- permutations, sets, selection ------------------------------------------------------------------
@@ -475,8 +467,9 @@ def where(condition, x=None, y=None, name=None):
     (Where). With ``x`` and ``y``: elements of ``x`` where ``condition`` holds, else of ``y``,
     broadcasting all three (SelectV2)."""
     if x is None and y is None:
-        condition = convert_to_tensor(condition, preferred_dtype=dtypes.bool_, name="condition")
-        return apply_op("Where", condition, name=name)
+        with op_scope(name, "Where", (condition,)) as name:
+            condition = convert_to_tensor(condition, preferred_dtype=dtypes.bool_, name="condition")
+            return apply_op("Where", condition, name=name)
     if x is None or y is None:
         raise ValueError("x and y must both be non-None or both be None.")
     return apply_op("SelectV2", condition, x, y, name=name)
@@ -488,18 +481,20 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     ``depth``: ``on_value`` (default 1) at each index, ``off_value`` (default 0) elsewhere."""
     dtype = None if dtype is None else dtypes.as_dtype(dtype)
     graph = graph_of((indices, depth, on_value, off_value))
-    on, off = (None if v is None else convert_to_tensor(v, preferred_dtype=dtype, name=what, graph=graph)
-               for v, what in ((on_value, "on_value"), (off_value, "off_value")))
-    for value, what in ((on, "on_value"), (off, "off_value")):
-        if value is not None and dtype is not None and value.dtype.base_dtype is not dtype:
-            raise TypeError(f"dtype {value.dtype.name} of {what} does not match dtype parameter {dtype.name}")
-    if dtype is None:
-        dtype = on.dtype.base_dtype if on is not None else off.dtype.base_dtype if off is not None else dtypes.float32
-    on = on if on is not None else constant(1, dtype, name="on_value", graph=graph)
-    off = off if off is not None else constant(0, dtype, name="off_value", graph=graph)
-    if on.dtype.base_dtype is not off.dtype.base_dtype:
-        raise TypeError(f"dtype {on.dtype.name} of on_value does not match dtype {off.dtype.name} of off_value")
-    return apply_op("OneHot", indices, depth, on, off, axis=-1 if axis is None else int(axis), name=name)
+    with op_scope(name, "one_hot", (indices, depth, on_value, off_value)) as name:
+        on, off = (None if v is None else convert_to_tensor(v, preferred_dtype=dtype, graph=graph)
+                   for v in (on_value, off_value))
+        for value, what in ((on, "on_value"), (off, "off_value")):
+            if value is not None and dtype is not None and value.dtype.base_dtype is not dtype:
+                raise TypeError(f"dtype {value.dtype.name} of {what} does not match dtype parameter {dtype.name}")
+        if dtype is None:
+            dtype = (on.dtype.base_dtype if on is not None else off.dtype.base_dtype if off is not None
+                     else dtypes.float32)
+        on = on if on is not None else constant(1, dtype, name="on_value", graph=graph)
+        off = off if off is not None else constant(0, dtype, name="off_value", graph=graph)
+        if on.dtype.base_dtype is not off.dtype.base_dtype:
+            raise TypeError(f"dtype {on.dtype.name} of on_value does not match dtype {off.dtype.name} of off_value")
+        return apply_op("OneHot", indices, depth, on, off, axis=-1 if axis is None else int(axis), name=name)
 
 
 @api("unique")

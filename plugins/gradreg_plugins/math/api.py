@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradreg.build.builders import apply_op, constant, convert_to_tensor, graph_of
+from gradreg.build.builders import apply_op, constant, conversion_scope, convert_to_tensor, graph_of, op_scope
 from gradreg.model import dtypes
 from gradreg.model.graph import Tensor
 from gradreg_plugins.math import family
@@ -41,8 +41,9 @@ def _same_dtype_pair(x, y, what: str):
 @api("add")
 def add(x, y, name=None):
     """x + y: AddV2, or Add for strings (concatenation)."""
-    x, y = _convert_pair(x, y)
-    return apply_op("Add" if x.dtype.base_dtype is dtypes.string else "AddV2", x, y, name=name)
+    with op_scope(name, "Add", (x, y)) as name:
+        x, y = _convert_pair(x, y)
+        return apply_op("Add" if x.dtype.base_dtype is dtypes.string else "AddV2", x, y, name=name)
 
 
 # Integer division results are floats: narrow integers to float32, wide ones to float64.
@@ -67,8 +68,9 @@ def _as_quotient_type(x, y, what: str):
 @api("truediv")
 def truediv(x, y, name=None):
     """x / y with Python 3 semantics: integers are cast to float (RealDiv)."""
-    x, y = _as_quotient_type(x, y, "truediv")
-    return apply_op("RealDiv", x, y, name=name)
+    with op_scope(name, "truediv", (x, y)) as name:
+        x, y = _as_quotient_type(x, y, "truediv")
+        return apply_op("RealDiv", x, y, name=name)
 
 
 api("divide")(truediv)
@@ -78,32 +80,43 @@ api("divide")(truediv)
 def div(x, y, name=None):
     """x / y with Python 2 semantics (tf.compat.v1.div): RealDiv for floats and complex numbers,
     FloorDiv for integers. The Div op itself is gradreg.raw_ops.Div."""
-    x, y = _same_dtype_pair(x, y, "div")
-    dtype = x.dtype.base_dtype
-    return apply_op("RealDiv" if dtype.is_floating or dtype.is_complex else "FloorDiv", x, y, name=name)
+    with op_scope(name, "div", (x, y)) as name:
+        x, y = _same_dtype_pair(x, y, "div")
+        dtype = x.dtype.base_dtype
+        return apply_op("RealDiv" if dtype.is_floating or dtype.is_complex else "FloorDiv", x, y, name=name)
+
+
+@api("floordiv")
+def floordiv(x, y, name=None):
+    """x // y: FloorDiv (floor(x / y) for floats), named as TensorFlow's (scope "floordiv")."""
+    with op_scope(name, "floordiv", (x, y)) as name:
+        return apply_op("FloorDiv", x, y, name=name)
 
 
 @api("div_no_nan")
 def div_no_nan(x, y, name=None):
     """x / y, 0 where y is 0; integers are cast to float as in truediv."""
-    x, y = _as_quotient_type(x, y, "div_no_nan")
-    return apply_op("DivNoNan", x, y, name=name)
+    with op_scope(name, "div_no_nan", (x, y)) as name:
+        x, y = _as_quotient_type(x, y, "div_no_nan")
+        return apply_op("DivNoNan", x, y, name=name)
 
 
 @api("abs")
 def abs_(x, name=None):
     """|x|; ComplexAbs (a real result) for complex x."""
-    x = convert_to_tensor(x, name="x")
-    if x.dtype.is_complex:
-        return apply_op("ComplexAbs", x, Tout=x.dtype.base_dtype.real_dtype, name=name)
-    return apply_op("Abs", x, name=name)
+    with op_scope(name, "Abs", (x,)) as name:
+        x = convert_to_tensor(x, name="x")
+        if x.dtype.is_complex:
+            return apply_op("ComplexAbs", x, Tout=x.dtype.base_dtype.real_dtype, name=name)
+        return apply_op("Abs", x, name=name)
 
 
 @api("round")
 def round_(x, name=None):
     """Round half to even; integers are returned as they are."""
-    x = convert_to_tensor(x, name="x")
-    return x if x.dtype.is_integer else apply_op("Round", x, name=name)
+    with conversion_scope(name, "Round", (x,)) as name:
+        x = convert_to_tensor(x, name="x")
+        return x if x.dtype.is_integer else apply_op("Round", x, name=name)
 
 
 @api("logical_xor")
@@ -116,54 +129,61 @@ def logical_xor(x, y, name="LogicalXor"):
 @api("complex")
 def complex_(real, imag, name=None):
     """real + i * imag: complex64 from float32 parts, complex128 from float64 parts."""
-    real, imag = _convert_pair(real, imag)
-    kinds = {(dtypes.float32, dtypes.float32): dtypes.complex64, (dtypes.float64, dtypes.float64): dtypes.complex128}
-    tout = kinds.get((real.dtype.base_dtype, imag.dtype.base_dtype))
-    if tout is None:
-        raise TypeError(f"complex: real and imag must both be float32 or both float64, got "
-                        f"{real.dtype.name} and {imag.dtype.name}")
-    return apply_op("Complex", real, imag, Tout=tout, name=name)
+    with op_scope(name, "Complex", (real, imag)) as name:
+        real = convert_to_tensor(real, name="real")
+        imag = convert_to_tensor(imag, name="imag", preferred_dtype=real.dtype.base_dtype)
+        kinds = {(dtypes.float32, dtypes.float32): dtypes.complex64,
+                 (dtypes.float64, dtypes.float64): dtypes.complex128}
+        tout = kinds.get((real.dtype.base_dtype, imag.dtype.base_dtype))
+        if tout is None:
+            raise TypeError(f"complex: real and imag must both be float32 or both float64, got "
+                            f"{real.dtype.name} and {imag.dtype.name}")
+        return apply_op("Complex", real, imag, Tout=tout, name=name)
 
 
 @api("real")
 def real(input, name=None):  # noqa: A002  (TensorFlow's argument name)
-    input = convert_to_tensor(input, name="input")
-    if input.dtype.is_complex:
-        return apply_op("Real", input, Tout=input.dtype.base_dtype.real_dtype, name=name)
-    if input.dtype.is_numeric:
-        return input
-    raise TypeError(f"real: input must be numeric, got {input.dtype.name}")
+    with op_scope(name, "Real", (input,)) as name:
+        input = convert_to_tensor(input, name="input")
+        if input.dtype.is_complex:
+            return apply_op("Real", input, Tout=input.dtype.base_dtype.real_dtype, name=name)
+        if input.dtype.is_numeric:
+            return input
+        raise TypeError(f"real: input must be numeric, got {input.dtype.name}")
 
 
 @api("imag")
 def imag(input, name=None):  # noqa: A002  (TensorFlow's argument name)
     """The imaginary part; zeros for a real input."""
-    input = convert_to_tensor(input, name="input")
-    if input.dtype.is_complex:
-        return apply_op("Imag", input, Tout=input.dtype.base_dtype.real_dtype, name=name)
-    return apply_op("ZerosLike", input, name=name)
+    with op_scope(name, "Imag", (input,)) as name:
+        input = convert_to_tensor(input, name="input")
+        if input.dtype.is_complex:
+            return apply_op("Imag", input, Tout=input.dtype.base_dtype.real_dtype, name=name)
+        return apply_op("ZerosLike", input, name=name)
 
 
 @api("conj")
 def conj(x, name=None):
     """The complex conjugate; real numbers are returned as they are."""
-    x = convert_to_tensor(x, name="x")
-    if x.dtype.is_complex or x.dtype.base_dtype is dtypes.variant:
-        return apply_op("Conj", x, name=name)
-    if x.dtype.is_floating or x.dtype.is_integer:
-        return x
-    raise TypeError(f"conj: expected a numeric or variant tensor, got {x.dtype.name}")
+    with conversion_scope(name, "Conj", (x,)) as name:
+        x = convert_to_tensor(x, name="x")
+        if x.dtype.is_complex or x.dtype.base_dtype is dtypes.variant:
+            return apply_op("Conj", x, name=name)
+        if x.dtype.is_floating or x.dtype.is_integer:
+            return x
+        raise TypeError(f"conj: expected a numeric or variant tensor, got {x.dtype.name}")
 
 
 @api("angle")
 def angle(input, name=None):  # noqa: A002  (TensorFlow's argument name)
     """The argument of complex numbers; pi for negative and 0 for other real numbers."""
-    input = convert_to_tensor(input, name="input")
-    if input.dtype.is_complex:
-        return apply_op("Angle", input, Tout=input.dtype.base_dtype.real_dtype, name=name)
-    dtype = input.dtype.base_dtype
-    return apply_op("SelectV2", apply_op("Less", input, constant(0, dtype)), constant(np.pi, dtype),
-                    constant(0, dtype), name=name)
+    with op_scope(name, "Angle", (input,)) as name:
+        input = convert_to_tensor(input, name="input")
+        if input.dtype.is_complex:
+            return apply_op("Angle", input, Tout=input.dtype.base_dtype.real_dtype, name=name)
+        dtype = input.dtype.base_dtype
+        return apply_op("SelectV2", apply_op("Less", input, constant(0, dtype)), constant(np.pi, dtype),
+                        constant(0, dtype), name=name)
 
 
 @api("add_n")
@@ -180,9 +200,10 @@ def add_n(inputs, name=None):
 @api("clip_by_value")
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     """max(min(t, clip_value_max), clip_value_min), as TensorFlow builds it (Minimum, Maximum)."""
-    values = convert_to_tensor(t, name="t")
-    t_min = apply_op("Minimum", values, clip_value_max)
-    t_max = apply_op("Maximum", t_min, clip_value_min, name=name or "clip_by_value")
+    with op_scope(name, "clip_by_value", (t, clip_value_min, clip_value_max)) as name:
+        values = convert_to_tensor(t, name="t")
+        t_min = apply_op("Minimum", values, clip_value_max)
+        t_max = apply_op("Maximum", t_min, clip_value_min, name=name)
     for result in (t_min, t_max):
         if not values.shape.is_compatible_with(result.shape):
             raise ValueError(f"clip_by_value: the clip values would broadcast t of shape {values.shape} "
@@ -192,14 +213,16 @@ def clip_by_value(t, clip_value_min, clip_value_max, name=None):
 
 @api("count_nonzero")
 def count_nonzero(input, axis=None, keepdims=False, dtype=dtypes.int64, name=None):  # noqa: A002  (TensorFlow's argument name)
-    """The number of non-zero elements (along ``axis``), as ``dtype``."""
-    input = convert_to_tensor(input, name="input")
-    if input.dtype.base_dtype is dtypes.bool_:
-        predicate = input
-    else:
-        predicate = apply_op("NotEqual", input, constant(0, input.dtype.base_dtype))
-    counts = reduce_sum(cast(predicate, dtypes.int64), axis=axis, keepdims=keepdims)
-    return cast(counts, dtype, name=name)
+    """The number of non-zero elements (along ``axis``), as ``dtype``. (As in TensorFlow, the
+    result is named after its last op inside the scope ``count_nonzero``, not ``name``.)"""
+    with op_scope(name, "count_nonzero", (input,)):
+        input = convert_to_tensor(input, name="input")
+        if input.dtype.base_dtype is dtypes.bool_:
+            predicate = input
+        else:
+            predicate = apply_op("NotEqual", input, constant(0, input.dtype.base_dtype, name="zeros"))
+        counts = reduce_sum(cast(predicate, dtypes.int64), axis=axis, keepdims=keepdims)
+        return cast(counts, dtype)
 
 
 # -- reductions ---------------------------------------------------------------------------------
@@ -215,15 +238,16 @@ def _alias(value, old_value, name: str, old_name: str):
 def _all_axes(x: Tensor):
     """The axis input reducing every dimension: a Const from the static rank, else Range(0, Rank(x))."""
     rank = x.shape.rank
-    if rank is not None:
+    if rank:
         return constant(np.arange(rank, dtype=np.int32), graph=x.graph)
-    return apply_op("Range", 0, apply_op("Rank", x), 1)
+    return range_(0, apply_op("Rank", x))
 
 
 def _reduce(op_type: str, input_tensor, axis, keepdims, name, reduction_indices, keep_dims):
     axis = _alias(axis, reduction_indices, "axis", "reduction_indices")
     keepdims = bool(_alias(keepdims, keep_dims, "keepdims", "keep_dims"))
-    x = convert_to_tensor(input_tensor, name="input_tensor")
+    with conversion_scope(name, op_type, (input_tensor,)) as name:
+        x = convert_to_tensor(input_tensor, name="input")
     axes = _all_axes(x) if axis is None else axis
     return apply_op(op_type, x, axes, keep_dims=keepdims, name=name)
 
@@ -285,8 +309,13 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
         raise ValueError("Only one of transpose_a and adjoint_a can be True.")
     if transpose_b and adjoint_b:
         raise ValueError("Only one of transpose_b and adjoint_b can be True.")
-    a = convert_to_tensor(a, name="a")
-    b = b if _is_tensor(b) else convert_to_tensor(b, name="b", graph=a.graph, preferred_dtype=a.dtype.base_dtype)
+    with op_scope(name, "MatMul", (a, b)) as name:
+        a = convert_to_tensor(a, name="a")
+        b = convert_to_tensor(b, name="b", graph=a.graph, preferred_dtype=a.dtype.base_dtype)
+        return _matmul(a, b, transpose_a, transpose_b, adjoint_a, adjoint_b, output_type, grad_a, grad_b, name)
+
+
+def _matmul(a, b, transpose_a, transpose_b, adjoint_a, adjoint_b, output_type, grad_a, grad_b, name):
     output_type = None if output_type is None else dtypes.as_dtype(output_type)
     use_v3 = output_type is not None and output_type is not a.dtype.base_dtype
     batched = a.shape.rank is None or a.shape.rank > 2 or b.shape.rank is None or b.shape.rank > 2
@@ -358,16 +387,15 @@ def einsum(equation, *inputs, name=None, **kwargs):
         lhs = equation.replace("...", ".")
         equation = equation + "->" + _implicit_output(lhs.split(",")).replace(".", "...")
     terms, rhs = nm.parse_einsum(equation, len(inputs))
-    tensors = [convert_to_tensor(t) for t in inputs]
-    if len(tensors) <= 2:
-        return apply_op("Einsum", tensors, equation=_equation(*terms, rhs), name=name)
-    result = tensors[0]
-    steps = _contraction_steps(terms, rhs)
-    for i, ((left, right, out), operand) in enumerate(zip(steps, tensors[1:])):
-        last = i == len(steps) - 1
-        result = apply_op("Einsum", [result, operand], equation=_equation(left, right, out),
-                          name=name if last else None)
-    return result
+    # As TensorFlow's: the Einsum nodes go inside the scope "einsum" (none takes its name).
+    with op_scope(name, "einsum", inputs):
+        tensors = [convert_to_tensor(t) for t in inputs]
+        if len(tensors) <= 2:
+            return apply_op("Einsum", tensors, equation=_equation(*terms, rhs))
+        result = tensors[0]
+        for (left, right, out), operand in zip(_contraction_steps(terms, rhs), tensors[1:]):
+            result = apply_op("Einsum", [result, operand], equation=_equation(left, right, out))
+        return result
 
 
 # -- casts and sequences ------------------------------------------------------------------------------
@@ -376,10 +404,13 @@ def einsum(equation, *inputs, name=None, **kwargs):
 def cast(x, dtype, name=None):
     """x converted to ``dtype`` (a Cast node; none when x already has that dtype)."""
     base = dtypes.as_dtype(dtype).base_dtype
-    x = convert_to_tensor(x, name="x")
-    if x.dtype.base_dtype is base:
+    if isinstance(x, Tensor) and x.dtype.base_dtype is base:
         return x
-    return apply_op("Cast", x, DstT=base, name=name)
+    with op_scope(name, "Cast", (x,)) as name:
+        x = convert_to_tensor(x, name="x")
+        if x.dtype.base_dtype is base:
+            return x
+        return apply_op("Cast", x, DstT=base, name=name)
 
 
 _RANGE_TYPES = [dtypes.int32, dtypes.int64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64]
@@ -392,29 +423,32 @@ def range_(start, limit=None, delta=1, dtype=None, name="range"):
     if limit is None:
         start, limit = 0, start
     graph = graph_of((start, limit, delta))
-    args = []
-    for value, arg_name in ((start, "start"), (limit, "limit"), (delta, "delta")):
-        args.append(value if _is_tensor(value) else convert_to_tensor(value, dtype=dtype, name=arg_name, graph=graph))
-    if dtype is None:
-        kinds = [t.dtype.base_dtype for t in args]
-        for k in kinds:
-            if k not in _RANGE_TYPES:
-                raise TypeError(f"range: unsupported dtype {k.name}")
-        target = max(kinds, key=_RANGE_TYPES.index)
-    else:
-        target = dtypes.as_dtype(dtype).base_dtype
-    start, limit, delta = (cast(t, target) for t in args)
-    return apply_op("Range", start, limit, delta, name=name)
+    with op_scope(name, "Range", (start, limit, delta)) as name:
+        args = []
+        for value, arg_name in ((start, "start"), (limit, "limit"), (delta, "delta")):
+            args.append(value if _is_tensor(value) else
+                        convert_to_tensor(value, dtype=dtype, name=arg_name, graph=graph))
+        if dtype is None:
+            kinds = [t.dtype.base_dtype for t in args]
+            for k in kinds:
+                if k not in _RANGE_TYPES:
+                    raise TypeError(f"range: unsupported dtype {k.name}")
+            target = max(kinds, key=_RANGE_TYPES.index)
+        else:
+            target = dtypes.as_dtype(dtype).base_dtype
+        start, limit, delta = (cast(t, target) for t in args)
+        return apply_op("Range", start, limit, delta, name=name)
 
 
 @api("linspace")
 def linspace(start, stop, num, name=None, axis=0):
     """``num`` evenly spaced values from ``start`` to ``stop`` inclusive (scalar start and stop)."""
-    start = convert_to_tensor(start, name="start")
-    stop = convert_to_tensor(stop, name="stop", graph=start.graph, preferred_dtype=start.dtype.base_dtype)
-    if axis != 0 or start.shape.rank not in (None, 0) or stop.shape.rank not in (None, 0):
-        raise ValueError("linspace: gradreg supports scalar start and stop only (axis=0)")
-    return apply_op("LinSpace", start, stop, num, name=name)
+    with op_scope(name, "linspace", (start, stop)) as name:
+        start = convert_to_tensor(start, name="start")
+        stop = convert_to_tensor(stop, name="stop", graph=start.graph, preferred_dtype=start.dtype.base_dtype)
+        if axis != 0 or start.shape.rank not in (None, 0) or stop.shape.rank not in (None, 0):
+            raise ValueError("linspace: gradreg supports scalar start and stop only (axis=0)")
+        return apply_op("LinSpace", start, stop, num, name=name)
 
 
 api("lin_space")(linspace)
@@ -463,35 +497,41 @@ def random_uniform(shape, minval=0, maxval=None, dtype=dtypes.float32, seed=None
             raise ValueError(f"random_uniform: maxval is required for integer dtype {dtype.name}")
         maxval = 1
     graph = graph_of((shape, minval, maxval))
-    shape = _shape_tensor(shape, graph)
-    seed1, seed2 = get_seed(graph, seed)
-    # Unit bounds given as Python ints need no arithmetic (and no tensors).
-    minval_is_zero = isinstance(minval, int) and minval == 0
-    maxval_is_one = isinstance(maxval, int) and maxval == 1
-    if not minval_is_zero or not maxval_is_one or dtype.is_integer:
-        minval = convert_to_tensor(minval, dtype=dtype, name="min", graph=graph)
-        maxval = convert_to_tensor(maxval, dtype=dtype, name="max", graph=graph)
-    if dtype.is_integer:
-        return apply_op("RandomUniformInt", shape, minval, maxval, seed=seed1, seed2=seed2,
-                        name=name or "random_uniform")
-    if minval_is_zero and maxval_is_one:
-        return apply_op("RandomUniform", shape, dtype=dtype, seed=seed1, seed2=seed2, name=name or "random_uniform")
-    result = apply_op("RandomUniform", shape, dtype=dtype, seed=seed1, seed2=seed2)
-    if minval_is_zero:
-        return apply_op("Mul", result, maxval, name=name or "random_uniform")
-    scaled = apply_op("Mul", result, apply_op("Sub", maxval, minval))
-    return apply_op("AddV2", scaled, minval, name=name or "random_uniform")
+    # As TensorFlow names them: inside the scope, and only the integer op and the shifted
+    # result take its name (a [0, 1) float result is ".../RandomUniform", a scaled one ".../Mul").
+    with op_scope(name, "random_uniform", (shape, minval, maxval)) as name:
+        shape = _shape_tensor(shape, graph)
+        # Unit bounds given as Python ints need no arithmetic (and no tensors).
+        minval_is_zero = isinstance(minval, int) and minval == 0
+        maxval_is_one = isinstance(maxval, int) and maxval == 1
+        if not minval_is_zero or not maxval_is_one or dtype.is_integer:
+            minval = convert_to_tensor(minval, dtype=dtype, name="min", graph=graph)
+            maxval = convert_to_tensor(maxval, dtype=dtype, name="max", graph=graph)
+        seed1, seed2 = get_seed(graph, seed)
+        if dtype.is_integer:
+            return apply_op("RandomUniformInt", shape, minval, maxval, seed=seed1, seed2=seed2, name=name)
+        result = apply_op("RandomUniform", shape, dtype=dtype, seed=seed1, seed2=seed2)
+        if minval_is_zero:
+            return result if maxval_is_one else apply_op("Mul", result, maxval)
+        with graph.name_scope("sub") as sub:
+            width = apply_op("Sub", maxval, minval, name=sub)
+        with graph.name_scope("mul") as mul:
+            scaled = apply_op("Mul", result, width, name=mul)
+        return apply_op("AddV2", scaled, minval, name=name)
 
 
 def _normal(op_type: str, default_name: str, shape, mean, stddev, dtype, seed, name):
     dtype = dtypes.as_dtype(dtype)
     graph = graph_of((shape, mean, stddev))
-    shape = _shape_tensor(shape, graph)
-    mean = convert_to_tensor(mean, dtype=dtype, name="mean", graph=graph)
-    stddev = convert_to_tensor(stddev, dtype=dtype, name="stddev", graph=graph)
-    seed1, seed2 = get_seed(graph, seed)
-    values = apply_op(op_type, shape, dtype=dtype, seed=seed1, seed2=seed2)
-    return apply_op("AddV2", apply_op("Mul", values, stddev), mean, name=name or default_name)
+    with op_scope(name, default_name, (shape, mean, stddev)) as name:
+        shape = _shape_tensor(shape, graph)
+        mean = convert_to_tensor(mean, dtype=dtype, name="mean", graph=graph)
+        stddev = convert_to_tensor(stddev, dtype=dtype, name="stddev", graph=graph)
+        seed1, seed2 = get_seed(graph, seed)
+        values = apply_op(op_type, shape, dtype=dtype, seed=seed1, seed2=seed2)
+        with graph.name_scope("mul") as mul:
+            scaled = apply_op("Mul", values, stddev, name=mul)
+        return apply_op("AddV2", scaled, mean, name=name)
 
 
 @api("random_normal")

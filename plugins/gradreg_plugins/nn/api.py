@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gradreg.build.builders import apply_op, convert_to_tensor
+from gradreg.build.builders import api_function, apply_op, convert_to_tensor, op_scope
 from gradreg.errors import GradregError
 from gradreg.model import dtypes
 from gradreg_plugins.nn import family
@@ -60,7 +60,7 @@ def _channel_index(data_format: str) -> int:
 
 
 def _cast(x, dtype):
-    return x if x.dtype.base_dtype == dtype else apply_op("Cast", x, DstT=dtype)
+    return api_function("cast")(x, dtype)
 
 
 def _static_rank(x, what: str) -> int:
@@ -100,17 +100,19 @@ def _leading_shape(x, rank: int):
 @api("leaky_relu")
 def leaky_relu(features, alpha=0.2, name=None):
     """tf.nn.leaky_relu: LeakyRelu (integer features are cast to float32 first)."""
-    features = convert_to_tensor(features)
-    if features.dtype.is_integer:
-        features = apply_op("Cast", features, DstT=dtypes.float32)
-    if isinstance(alpha, np.ndarray):
-        alpha = alpha.item()
-    return apply_op("LeakyRelu", features, alpha=float(alpha), name=name)
+    with op_scope(name, "LeakyRelu", (features,)) as name:
+        features = convert_to_tensor(features, name="features")
+        if features.dtype.is_integer:
+            features = _cast(features, dtypes.float32)
+        if isinstance(alpha, np.ndarray):
+            alpha = alpha.item()
+        return apply_op("LeakyRelu", features, alpha=float(alpha), name=name)
 
 
 def _softmax_like(op_type: str, logits, axis, name):
     """``op_type`` (which works on the last axis) over ``axis``: TensorFlow swaps ``axis`` with
-    the last dimension, applies the op and swaps back."""
+    the last dimension, applies the op and swaps back (the result is named ``transpose`` unless
+    named, as TensorFlow's; gradreg's permutation is a Const)."""
     logits = convert_to_tensor(logits)
     axis = -1 if axis is None else int(axis)
     rank = logits.shape.rank
@@ -120,8 +122,9 @@ def _softmax_like(op_type: str, logits, axis, name):
     axis = _normalize_axis(axis, rank, op_type)
     perm = list(range(rank))
     perm[axis], perm[-1] = perm[-1], perm[axis]
-    swapped = apply_op(op_type, apply_op("Transpose", logits, perm))
-    out = apply_op("Transpose", swapped, perm, name=name)
+    transpose = api_function("transpose")
+    swapped = apply_op(op_type, transpose(logits, perm))
+    out = transpose(swapped, perm, name=name)
     out.set_shape(logits.shape)
     return out
 
@@ -144,9 +147,16 @@ def log_softmax(logits, axis=None, name=None):
 def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
     """tf.nn.softmax_cross_entropy_with_logits (v2): the per-example loss only. Classes lie
     along ``axis``; other ranks than 2 are flattened to a matrix and the loss reshaped back.
-    Half-precision logits are computed in float32, as TensorFlow does."""
-    logits = convert_to_tensor(logits)
-    labels = convert_to_tensor(labels)
+    Half-precision logits are computed in float32, as TensorFlow does. The nodes go in the scope
+    ``softmax_cross_entropy_with_logits`` whose name the SoftmaxCrossEntropyWithLogits node takes
+    (TensorFlow reshapes its result even for matrices; gradreg only for other ranks)."""
+    with op_scope(name, "softmax_cross_entropy_with_logits", (logits, labels)) as name:
+        logits = convert_to_tensor(logits, name="logits")
+        labels = convert_to_tensor(labels, name="labels")
+        return _softmax_cross_entropy(labels, logits, axis, name)
+
+
+def _softmax_cross_entropy(labels, logits, axis, name):
     precise = _cast(logits, dtypes.float32) if logits.dtype.base_dtype in _HALF else logits
     labels = _cast(labels, precise.dtype.base_dtype)
     rank = _static_rank(logits, "softmax_cross_entropy_with_logits")
@@ -160,9 +170,9 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
     if rank == 2:
         cost, _ = apply_op("SoftmaxCrossEntropyWithLogits", precise, labels, name=name)
     else:
-        cost, _ = apply_op("SoftmaxCrossEntropyWithLogits", _flatten_outer_dims(precise, rank),
-                           _flatten_outer_dims(labels, rank))
-        cost = apply_op("Reshape", cost, _leading_shape(precise, rank), name=name)
+        flat_logits, flat_labels = _flatten_outer_dims(precise, rank), _flatten_outer_dims(labels, rank)
+        cost, _ = apply_op("SoftmaxCrossEntropyWithLogits", flat_logits, flat_labels, name=name)
+        cost = apply_op("Reshape", cost, _leading_shape(precise, rank))
         del static[axis]
         cost.set_shape(static)
     return _cast(cost, logits.dtype.base_dtype)
@@ -171,9 +181,15 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
 @api("sparse_softmax_cross_entropy_with_logits")
 def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
     """tf.nn.sparse_softmax_cross_entropy_with_logits: the per-example loss for integer class
-    ``labels`` of shape logits.shape[:-1]."""
-    labels = convert_to_tensor(labels)
-    logits = convert_to_tensor(logits)
+    ``labels`` of shape logits.shape[:-1]. As TensorFlow's, the nodes go in the scope ``name``
+    (default SparseSoftmaxCrossEntropyWithLogits) and the op inside it is named ``name`` too."""
+    with op_scope(name, "SparseSoftmaxCrossEntropyWithLogits", (labels, logits)):
+        labels = convert_to_tensor(labels)
+        logits = convert_to_tensor(logits)
+        return _sparse_softmax_cross_entropy(labels, logits, name)
+
+
+def _sparse_softmax_cross_entropy(labels, logits, name):
     precise = _cast(logits, dtypes.float32) if logits.dtype.base_dtype in _HALF else logits
     labels_shape, logits_shape = labels.shape, logits.shape
     if labels_shape.rank == 0:
@@ -193,7 +209,7 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
                            apply_op("Reshape", labels, [-1]))
         target = (np.array(labels_shape.as_list(), np.int32) if labels_shape.is_fully_defined()
                   else apply_op("Shape", labels))
-        cost = apply_op("Reshape", cost, target, name=name)
+        cost = apply_op("Reshape", cost, target)
         cost.set_shape(labels_shape)
     return _cast(cost, logits.dtype.base_dtype)
 
@@ -204,17 +220,18 @@ def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     from the same elementwise ops as TensorFlow."""
     if labels is None or logits is None:
         raise GradregError("sigmoid_cross_entropy_with_logits needs both labels and logits")
-    logits = convert_to_tensor(logits)
-    labels = convert_to_tensor(labels, dtype=logits.dtype.base_dtype)
-    if not labels.shape.is_compatible_with(logits.shape):
-        raise GradregError(f"logits and labels must have the same shape, received ({logits.shape} vs "
-                           f"{labels.shape})")
-    zeros = apply_op("ZerosLike", logits)
-    cond = apply_op("GreaterEqual", logits, zeros)
-    relu_logits = apply_op("SelectV2", cond, logits, zeros)
-    neg_abs_logits = apply_op("SelectV2", cond, apply_op("Neg", logits), logits)
-    return apply_op("AddV2", apply_op("Sub", relu_logits, apply_op("Mul", logits, labels)),
-                    apply_op("Log1p", apply_op("Exp", neg_abs_logits)), name=name)
+    with op_scope(name, "logistic_loss", (logits, labels)) as name:
+        logits = convert_to_tensor(logits, name="logits")
+        labels = convert_to_tensor(labels, dtype=logits.dtype.base_dtype, name="labels")
+        if not labels.shape.is_compatible_with(logits.shape):
+            raise GradregError(f"logits and labels must have the same shape, received ({logits.shape} vs "
+                               f"{labels.shape})")
+        zeros = api_function("zeros_like")(logits)
+        cond = logits >= zeros
+        relu_logits = apply_op("Select", cond, logits, zeros)
+        neg_abs_logits = apply_op("Select", cond, -logits, logits)
+        return api_function("add")(relu_logits - logits * labels, apply_op("Log1p", apply_op("Exp", neg_abs_logits)),
+                                   name=name)
 
 
 # -- bias, convolution, pooling ---------------------------------------------------------------
@@ -230,8 +247,10 @@ def bias_add(value, bias, data_format=None, name=None):
         data_format = "NHWC"
     else:
         raise GradregError(f"data_format must be of the form `N...C` or `NC...`, got {data_format!r}")
-    value = convert_to_tensor(value)
-    return apply_op("BiasAdd", value, bias, data_format=data_format, name=name)
+    with op_scope(name, "BiasAdd", (value, bias)) as name:
+        value = convert_to_tensor(value, name="input")
+        bias = convert_to_tensor(bias, dtype=value.dtype.base_dtype, name="bias")
+        return apply_op("BiasAdd", value, bias, data_format=data_format, name=name)
 
 
 @api("conv2d")
@@ -251,13 +270,16 @@ def conv2d_transpose(input, filters, output_shape, strides, padding="SAME", data
     """tf.nn.conv2d_transpose: Conv2DBackpropInput producing ``output_shape``."""
     channel = _channel_index(data_format)
     padding, explicit = _convert_padding(padding)
-    return apply_op("Conv2DBackpropInput", output_shape, filters, input,
-                    strides=_get_sequence(strides, 2, channel, "strides"), padding=padding,
-                    explicit_paddings=explicit, data_format=data_format,
-                    dilations=_get_sequence(dilations, 2, channel, "dilations"), name=name)
+    with op_scope(name, "conv2d_transpose", (input, filters, output_shape)) as name:
+        return apply_op("Conv2DBackpropInput", output_shape, filters, input,
+                        strides=_get_sequence(strides, 2, channel, "strides"), padding=padding,
+                        explicit_paddings=explicit, data_format=data_format,
+                        dilations=_get_sequence(dilations, 2, channel, "dilations"), name=name)
 
 
-def _pool(op_type: str, input, ksize, strides, padding, data_format, name, explicit_ok: bool):  # noqa: A002  (TensorFlow's argument name)
+def _pool(op_type: str, scope: str, input, ksize, strides, padding, data_format, name,  # noqa: A002  (TensorFlow's argument name)
+          explicit_ok: bool):
+    """A pooling op in the scope ``scope`` (TensorFlow's Python function's), named after it."""
     if data_format is None:
         data_format = "NHWC"
     if isinstance(padding, (list, tuple)) and not explicit_ok:
@@ -265,9 +287,10 @@ def _pool(op_type: str, input, ksize, strides, padding, data_format, name, expli
     channel = _channel_index(data_format)
     padding, explicit = _convert_padding(padding)
     attrs = {"explicit_paddings": explicit} if explicit_ok else {}
-    return apply_op(op_type, input, ksize=_get_sequence(ksize, 2, channel, "ksize"),
-                    strides=_get_sequence(strides, 2, channel, "strides"), padding=padding,
-                    data_format=data_format, name=name, **attrs)
+    with op_scope(name, scope, (input,)) as name:
+        return apply_op(op_type, input, ksize=_get_sequence(ksize, 2, channel, "ksize"),
+                        strides=_get_sequence(strides, 2, channel, "strides"), padding=padding,
+                        data_format=data_format, name=name, **attrs)
 
 
 def _check_pool_rank(input, data_format, what: str):  # noqa: A002  (TensorFlow's argument name)
@@ -285,35 +308,37 @@ def _check_pool_rank(input, data_format, what: str):  # noqa: A002  (TensorFlow'
 @api("max_pool2d")
 def max_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None):  # noqa: A002  (TensorFlow's argument name)
     """tf.nn.max_pool2d: MaxPool. ``padding`` may be explicit [before, after] pairs."""
-    return _pool("MaxPool", input, ksize, strides, padding, data_format, name, explicit_ok=True)
+    return _pool("MaxPool", "MaxPool2d", input, ksize, strides, padding, data_format, name, explicit_ok=True)
 
 
 @api("max_pool")
 def max_pool(input, ksize, strides, padding, data_format=None, name=None):  # noqa: A002  (TensorFlow's argument name)
     """tf.nn.max_pool for 4-D inputs (MaxPool)."""
     input = _check_pool_rank(input, data_format, "max_pool")
-    return _pool("MaxPool", input, ksize, strides, padding, data_format, name, explicit_ok=True)
+    return _pool("MaxPool", "MaxPool", input, ksize, strides, padding, data_format, name, explicit_ok=True)
 
 
 @api("avg_pool2d")
 def avg_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None):  # noqa: A002  (TensorFlow's argument name)
     """tf.nn.avg_pool2d: AvgPool (SAME windows average only the positions inside the input)."""
-    return _pool("AvgPool", input, ksize, strides, padding, data_format, name, explicit_ok=False)
+    return _pool("AvgPool", "AvgPool2D", input, ksize, strides, padding, data_format, name, explicit_ok=False)
 
 
 @api("avg_pool")
 def avg_pool(input, ksize, strides, padding, data_format=None, name=None):  # noqa: A002  (TensorFlow's argument name)
     """tf.nn.avg_pool for 4-D inputs (AvgPool)."""
     input = _check_pool_rank(input, data_format, "avg_pool")
-    return _pool("AvgPool", input, ksize, strides, padding, data_format, name, explicit_ok=False)
+    return _pool("AvgPool", "AvgPool", input, ksize, strides, padding, data_format, name, explicit_ok=False)
 
 
 # -- metrics and normalization -----------------------------------------------------------------
 
 @api("in_top_k")
 def in_top_k(targets, predictions, k, name=None):
-    """tf.math.in_top_k / tf.nn.in_top_k (v2 argument order): InTopKV2."""
-    return apply_op("InTopKV2", predictions, targets, k, name=name)
+    """tf.math.in_top_k / tf.nn.in_top_k (v2 argument order): InTopKV2, in the scope ``name``
+    (default in_top_k) and named ``name`` inside it, as TensorFlow's."""
+    with op_scope(name, "in_top_k", (predictions, targets)):
+        return apply_op("InTopKV2", predictions, targets, k, name=name)
 
 
 @api("fused_batch_norm")

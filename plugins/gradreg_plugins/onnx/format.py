@@ -11,7 +11,8 @@ read and write it.
 
 Loading (needs the ``onnx`` extra, ``pip install "gradreg[onnx]"``):
 
-1. read the ModelProto, with its external data (relative to the model's directory);
+1. read the ModelProto, with its external data: from the model's directory, refusing any
+   location outside it (:mod:`gradreg_plugins.onnx.external_data`); bytes need ``base_dir``;
 2. run ``onnx.checker`` — a malformed model is a GraphError naming what the checker found;
 3. bring the ai.onnx opset to the one the onnx op family implements (``onnx.version_converter``
    for older models; a newer model is refused with the version numbers);
@@ -66,9 +67,11 @@ def looks_like_onnx(data: bytes) -> bool:
     return len(data) > 2 and data[0] == 0x08 and 0 < data[1] < 0x40
 
 
-def read_model(source: str | os.PathLike | bytes, where: str | None = None):
-    """The ModelProto in a file (external data resolved beside it) or bytes (external data
-    resolved beside ``where`` when that names a file)."""
+def read_model(source: str | os.PathLike | bytes, where: str | None = None, *,
+               base_dir: str | os.PathLike | None = None):
+    """The ModelProto in a file or bytes, with its external data read in: a file's from its own
+    directory (or ``base_dir``), bytes' from ``base_dir`` (ExternalDataError without one).
+    See :mod:`gradreg_plugins.onnx.external_data` for what is refused."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         where = where or "<bytes>"
         onnx = _require_onnx(where)
@@ -76,59 +79,60 @@ def read_model(source: str | os.PathLike | bytes, where: str | None = None):
             model = onnx.load_model_from_string(bytes(source))
         except Exception as exc:
             raise GraphFileError(f"{where}: not an ONNX model: {exc}") from None
-        if os.path.isfile(where):
-            _load_external_data(onnx, model, os.path.dirname(os.path.abspath(where)), where)
-        return model
+        return _with_external_data(model, base_dir, where)
     path = os.fspath(source)
     where = where or path
     onnx = _require_onnx(where)
     if not os.path.exists(path):
         raise GraphFileError(f"{where}: cannot read: no such file")
     try:
-        return onnx.load(path)
-    except FileNotFoundError as exc:
-        raise GraphFileError(f"{where}: external data file missing: {exc.filename or exc}") from None
+        model = onnx.load(path, load_external_data=False)
     except OSError as exc:
         raise GraphFileError(f"{where}: cannot read: {exc.strerror or exc}") from None
     except Exception as exc:
         raise GraphFileError(f"{where}: not an ONNX model: {type(exc).__name__}: {exc}") from None
+    return _with_external_data(model, os.path.dirname(os.path.abspath(path)) if base_dir is None else base_dir,
+                               where)
 
 
-def _load_external_data(onnx: Any, model: Any, directory: str, where: str) -> None:
-    from onnx import external_data_helper
-    try:
-        external_data_helper.load_external_data_for_model(model, directory)
-    except FileNotFoundError as exc:
-        raise GraphFileError(f"{where}: external data file missing: {exc.filename or exc}") from None
-    except OSError as exc:
-        raise GraphFileError(f"{where}: cannot read external data: {exc.strerror or exc}") from None
-    except Exception as exc:
-        raise GraphFileError(f"{where}: bad external data: {type(exc).__name__}: {exc}") from None
+def _with_external_data(model, base_dir: str | os.PathLike | None, where: str):
+    # onnx is imported (it is an optional dependency) only once a model is read
+    from gradreg_plugins.onnx.external_data import load_external_data
+    return load_external_data(model, None if base_dir is None else os.fspath(base_dir), where)
 
 
-def load_onnx(source: Any, *, check: bool = True) -> Graph:
+def load_onnx(source: Any, *, check: bool = True, base_dir: str | os.PathLike | None = None) -> Graph:
     """Load an ONNX model (path, bytes or ModelProto) into a new Graph; see the module docstring.
+    External data is read from the file's directory, or ``base_dir`` (which bytes and a
+    ModelProto with external data need).
 
-    GraphFileError for an unreadable file, GraphError (naming the node) for a malformed model,
-    UnknownOpError for an op the onnx family does not implement.
+    GraphFileError for an unreadable file (ExternalDataError for external data outside the
+    model's directory), GraphError (naming the node) for a malformed model, UnknownOpError for
+    an op the onnx family does not implement.
     """
     if hasattr(source, "graph") and hasattr(source, "opset_import"):
-        return model_to_graph(source, "<ModelProto>", check=check)
+        return model_to_graph(source, "<ModelProto>", check=check, base_dir=base_dir)
     where = os.fspath(source) if not isinstance(source, (bytes, bytearray, memoryview)) else "<bytes>"
-    return model_to_graph(read_model(source, where), where, check=check)
+    return model_to_graph(read_model(source, where, base_dir=base_dir), where, check=check)
 
 
-def model_to_graph(model, source: str = "<ModelProto>", *, check: bool = True) -> Graph:
-    """Build a Graph from a ModelProto (checked, converted and shape-inferred first)."""
-    from gradreg_plugins.onnx.importer import Importer, check_known_ops
+def model_to_graph(model, source: str = "<ModelProto>", *, check: bool = True,
+                   base_dir: str | os.PathLike | None = None) -> Graph:
+    """Build a Graph from a ModelProto (checked, converted and shape-inferred first); external
+    data the model still refers to is read from ``base_dir`` (ExternalDataError without one)."""
+    from gradreg_plugins.onnx.importer import Importer, check_known_ops, densify_sparse_tensors
     onnx = _require_onnx(source)
+    model = _with_external_data(model, base_dir, source)
     if check:
         try:
             onnx.checker.check_model(model)
         except onnx.checker.ValidationError as exc:
             raise GraphError(f"{source}: the ONNX checker rejects the model: {_first_lines(exc)}") from None
+        except UnicodeDecodeError:       # the C++ checker's strings handed back to Python
+            raise GraphError(f"{source}: the ONNX checker rejects the model: a name or string is not UTF-8") \
+                from None
     check_known_ops(model, source)
-    model, original = _to_family_opset(model, source)
+    model, original = _to_family_opset(densify_sparse_tensors(model), source)
     # inference is a help, not a requirement: types come from the nodes when it fails
     with contextlib.suppress(Exception):
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
@@ -235,6 +239,10 @@ def _read(data: bytes, where: str) -> Graph:
     return model_to_graph(read_model(data, where), where)
 
 
+def _read_beside(data: bytes, where: str, base_dir: str) -> Graph:
+    return model_to_graph(read_model(data, where, base_dir=base_dir), where)
+
+
 def _write(graph: Any) -> bytes:
     if not isinstance(graph, Graph):
         raise GraphFileError(f"cannot write {type(graph).__name__} as ONNX: expected a Graph")
@@ -248,7 +256,7 @@ def _write_outputs(graph: Any, outputs: Mapping[str, Any]) -> bytes:
 
 
 FORMAT = GraphFormat(
-    "onnx", suffixes=ONNX_SUFFIXES, read=_read, write=_write, write_outputs=_write_outputs,
+    "onnx", suffixes=ONNX_SUFFIXES, read=_read, read_beside=_read_beside, write=_write, write_outputs=_write_outputs,
     sniff=looks_like_onnx, sniff_order=10, summary="ONNX model (ModelProto), through the onnx op family")
 
 

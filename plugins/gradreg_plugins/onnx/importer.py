@@ -164,7 +164,6 @@ class Importer:
         from onnx import numpy_helper
         declared = {i.name for i in g.input}
         tensors: list[tuple[str, Any, Any]] = [(t.name, t, numpy_helper.to_array) for t in g.initializer]
-        tensors += [(s.values.name, s, _dense_of_sparse) for s in g.sparse_initializer]
         for name, proto, decode in tensors:
             where = f"{self.source}: initializer '{name}'"
             try:
@@ -511,6 +510,46 @@ def _dense_of_sparse(sparse) -> np.ndarray:
     else:
         dense[tuple(indices.T)] = values
     return dense
+
+
+def densify_sparse_tensors(model):
+    """``model`` with its sparse initializers and Constants' ``sparse_value`` (in subgraphs and
+    functions too) as dense ones: onnx's version converter knows neither (a sparse initializer's
+    name reads as an undefined input), and the importer makes dense Consts of them anyway. A copy
+    when there are any; else ``model`` itself."""
+    import onnx
+    from onnx import numpy_helper
+
+    def bodies(nodes):
+        for node in nodes:
+            for a in node.attribute:
+                for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    yield sub
+                    yield from bodies(sub.node)
+
+    def parts(m):
+        graphs = [m.graph, *bodies(m.graph.node)]
+        for f in m.functions:
+            graphs += list(bodies(f.node))
+        return graphs, [n for body in [m.graph, *m.functions, *graphs[1:]] for n in body.node
+                        if n.op_type == "Constant" and any(a.name == "sparse_value" for a in n.attribute)]
+    graphs, constants = parts(model)
+    if not constants and not any(g.sparse_initializer for g in graphs):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graphs, constants = parts(copy)
+    for g in graphs:
+        dense = [numpy_helper.from_array(_dense_of_sparse(s), s.values.name) for s in g.sparse_initializer]
+        del g.sparse_initializer[:]
+        g.initializer.extend(dense)
+    for node in constants:
+        sparse = next(a for a in node.attribute if a.name == "sparse_value").sparse_tensor
+        dense = numpy_helper.from_array(_dense_of_sparse(sparse), sparse.values.name)
+        value = onnx.helper.make_attribute("value", dense)
+        del node.attribute[:]
+        node.attribute.append(value)
+    return copy
 
 
 def constant_of_node(node, graph: Graph, name: str, where: str) -> Tensor:
