@@ -103,12 +103,7 @@ def reduce_to(g: Tensor, x: Tensor) -> Tensor:
     """``g`` summed over the axes along which ``x`` was broadcast to ``g``'s shape, shaped like x."""
     gd, xd = g.shape.dims, x.shape.dims
     if gd is not None and xd is not None and None not in gd and None not in xd:
-        if gd == xd:
-            return g
-        lead = len(gd) - len(xd)
-        axes = list(range(lead)) + [lead + i for i, d in enumerate(xd) if d == 1 and gd[lead + i] != 1]
-        summed = onnx_op("ReduceSum", g, ints(axes, g, "axes"), keepdims=1) if axes else g
-        return onnx_op("Reshape", summed, ints([int(d) for d in xd if d is not None], g, "shape"))
+        return _reduce_to_static(g, [int(d) for d in gd if d is not None], [int(d) for d in xd if d is not None])
     # Unknown shapes: pad x's shape with leading ones to g's rank and sum over every axis where it
     # is 1 (summing over an axis g has as 1 too changes nothing).
     sx, sg = shape_of(x), shape_of(g)
@@ -120,6 +115,21 @@ def reduce_to(g: Tensor, x: Tensor) -> Tensor:
                    ints([-1], g, "flat"))
     summed = onnx_op("ReduceSum", g, axes, keepdims=1, noop_with_empty_axes=1)
     return onnx_op("Reshape", summed, sx)
+
+
+def _reduce_to_static(g: Tensor, gd: list[int], xd: list[int]) -> Tensor:
+    """reduce_to for known shapes: nothing when they agree, else one ReduceSum (the leading axes
+    dropped, x's size-1 axes kept), and a Reshape only when both kinds of axis are summed."""
+    if gd == xd:
+        return g
+    lead = len(gd) - len(xd)
+    ones = [lead + i for i, d in enumerate(xd) if d == 1 and gd[lead + i] != 1]
+    if not ones and not lead:     # empty axes would sum everything
+        return onnx_op("Reshape", g, ints(xd, g, "shape"))
+    if not ones:
+        return onnx_op("ReduceSum", g, ints(list(range(lead)), g, "axes"), keepdims=0)
+    summed = onnx_op("ReduceSum", g, ints(list(range(lead)) + ones, g, "axes"), keepdims=1)
+    return summed if lead == 0 else onnx_op("Reshape", summed, ints(xd, g, "shape"))
 
 
 def zeros_like(t: Tensor, dtype: Any = None) -> Tensor:
