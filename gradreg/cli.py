@@ -4,7 +4,8 @@
     gradreg run GRAPH [--feed FILE.npz | --feed NAME=FILE.npy | --feed NAME=VALUE]... --fetch NAME[,NAME...]
                 [--checkpoint CKPT] [--backend numpy|numba] [--json] [-o OUT.npz]
     gradreg grad GRAPH --ys NAMES --xs NAMES [--grad-ys NAMES] [--stop NAMES] [--unconnected none|zero]
-                 [--custom-gradient error|forward] [-o OUT] [--json] [--feed ...]... [--checkpoint CKPT]
+                 [--custom-gradient error|forward] [--symmetric-inputs tensorflow|symmetric|folded]
+                 [-o OUT] [--json] [--feed ...]... [--checkpoint CKPT]
                  [--dask SCHEDULER|local:N [--split NAMES] [--reduction mean|sum] [--shards N]]
     gradreg check GRAPH [--ys NAMES --xs NAMES] [--backend NAME]... [--custom-gradient error|forward] [--json]
     gradreg convert IN OUT                 (.pb, .pbtxt, .json, .onnx and every format a plugin adds)
@@ -251,7 +252,12 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="gradient of an x that the ys do not depend on (default: none)")
     p.add_argument("--custom-gradient", choices=["error", "forward"], default="error",
                    help="a node naming a gradient this process lacks (_gradient_op_type, a frozen custom "
-                   "gradient): fail (default) or differentiate through its forward ops")
+                   "gradient): use the gradient function saved with the graph, else fail (default), or "
+                   "differentiate through its forward ops")
+    p.add_argument("--symmetric-inputs", choices=["tensorflow", "symmetric", "folded"], default="tensorflow",
+                   help="the gradient a free matrix gets from ops that read only its lower triangle (Cholesky, "
+                        "SelfAdjointEigV2): TensorFlow's (default), 1/2 (G + G^H) for both, or folded onto the "
+                        "lower triangle for both")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="save the graph with its gradient nodes (.pb, .pbtxt, .json; .onnx writes an ONNX model of the "
                         "ys and gradients). SavedModel: OUT.pb is the signature as one flat graph with its gradients "

@@ -161,7 +161,7 @@ def cmd_grad(args: argparse.Namespace) -> int:
     _backend(args.backend)
     with graph.as_default():
         grads = gradients(ys, xs, grad_ys=grad_ys, stop_gradients=stop, unconnected_gradients=args.unconnected,
-                          custom_gradient=args.custom_gradient)
+                          custom_gradient=args.custom_gradient, symmetric_inputs=args.symmetric_inputs)
         grads = as_dense_gradients(grads)
     values = _grad_values(args, graph, ys, xs, grads, feeds)
     # (x as the user sees it, its gradient's name) per x, and the names values are shown under
@@ -226,6 +226,8 @@ def _grad_values(args: argparse.Namespace, graph: Graph, ys: list[Any], xs: list
     """The values of the ys and the gradients with the --feed values, keyed by tensor name: on
     the --dask cluster (data-parallel), else in this process; {} when only -o is wanted."""
     if args.dask is not None:
+        if args.symmetric_inputs != "tensorflow":
+            raise UsageError("--symmetric-inputs applies to gradients computed in this process, not with --dask")
         y_values, x_grads = run_distributed_grad(args, graph, feeds)
         return {**y_values, **{g.name: x_grads[x.name] for x, g in zip(xs, grads) if g is not None}}
     if args.output and not args.feed:
@@ -283,7 +285,8 @@ def _override_rows(graph: Graph, registry: Registry, on_path: dict[str, list[str
     path_nodes = {n for nodes in on_path.values() for n in nodes}
     rows: list[dict[str, Any]] = []
     for key, nodes in sorted(gradient_overrides_in(graph).items()):
-        if key in graph.custom_gradients or registry.gradients.lookup(key) is not None:
+        if key in graph.custom_gradients or registry.gradients.lookup(key) is not None or \
+                graph.library.registered_gradient(key) is not None:      # saved with the graph
             continue
         rows.append({"op_type": f"_gradient_op_type '{key}'", "nodes": nodes[:3],
                      "on_path": mode != "forward" and any(n in path_nodes for n in nodes),

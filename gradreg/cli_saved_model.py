@@ -66,8 +66,11 @@ def _info(info: Any) -> dict[str, Any]:
     """dtype, shape and tensor of a SignatureDef's TensorInfo."""
     shape = None if info.tensor_shape.unknown_rank else [d.size if d.size >= 0 else None
                                                          for d in info.tensor_shape.dim]
-    return {"dtype": as_dtype(info.dtype).name if info.dtype else "?", "shape": shape,
-            "tensor": info.name or info.WhichOneof("encoding")}
+    try:
+        dtype = as_dtype(info.dtype).name if info.dtype else "?"
+    except GradregError:
+        dtype = f"<DataType {info.dtype}>"     # a hostile file's enum: shown, not trusted
+    return {"dtype": dtype, "shape": shape, "tensor": info.name or info.WhichOneof("encoding")}
 
 
 def saved_model_summary(model: LoadedSavedModel) -> dict[str, Any]:
@@ -165,7 +168,8 @@ def grad_saved_model(args: argparse.Namespace) -> int:
     xs = [signature.inputs[n] if n in signature.inputs else _variable(model, signature, n) for n in x_names]
     with model.graph.as_default():
         grads = as_dense_gradients(gradients(ys, xs, unconnected_gradients=args.unconnected,
-                                             custom_gradient=args.custom_gradient))
+                                             custom_gradient=args.custom_gradient,
+                                             symmetric_inputs=args.symmetric_inputs))
     mapping = {x: (g.name if g is not None else None) for x, g in zip(x_names, grads)}
     values: dict[str, Any] = {}
     if args.feed:

@@ -399,6 +399,7 @@ class FunctionLibrary:
         self.proto = proto
         self._by_name = {f.signature.name: f for f in proto.function}
         self._gradients = {g.function_name: g.gradient_func for g in proto.gradient}
+        self._registered = {g.registered_op_type: g.gradient_func for g in proto.registered_gradients}
         self._definitions: dict[str, Any] = {}
 
     def __contains__(self, name: str) -> bool:
@@ -416,6 +417,16 @@ class FunctionLibrary:
     def gradient_function(self, name: str) -> str | None:
         """The function the library's GradientDef names as ``name``'s gradient, if any."""
         return self._gradients.get(name)
+
+    def registered_gradient(self, op_type: str) -> str | None:
+        """The function the library's RegisteredGradient names as the gradient of the nodes
+        whose ``_gradient_op_type`` is ``op_type`` (a custom gradient TensorFlow saved with a
+        SavedModel), if any."""
+        return self._registered.get(op_type)
+
+    def registered_gradient_functions(self) -> list[str]:
+        """The functions the library's RegisteredGradients name."""
+        return list(self._registered.values())
 
     def add(self, fdef: function_pb2.FunctionDef) -> None:
         name = fdef.signature.name

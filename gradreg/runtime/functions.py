@@ -50,14 +50,17 @@ def symbolic_gradient_plan(ctx: SessionContext, library: FunctionLibrary, name: 
     from gradreg.autodiff import function_gradients
 
     mode = function_gradients.custom_gradient_of(caller)
+    symmetric = function_gradients.symmetric_inputs_of(caller)
     # The caller's resource inputs say what their variables hold: their gradients have that type.
     resources = function_gradients.resource_dtypes_of(caller.inputs)
-    key = ("gradient", id(library), name, call_attrs_key(call_attrs), mode, tuple(sorted(resources.items())))
+    key = ("gradient", id(library), name, call_attrs_key(call_attrs), mode, symmetric,
+           tuple(sorted(resources.items())))
     cache = ctx.function_plans
     found = cache.get(key)
     if found is None:
         graph = function_gradients.symbolic_gradient_graph(
-            library, name, call_attrs, describe_node(caller.name, caller.type), resources, custom_gradient=mode)
+            library, name, call_attrs, describe_node(caller.name, caller.type), resources, custom_gradient=mode,
+            symmetric_inputs=symmetric)
         plan = ctx.executor.compile(graph.outputs, graph.inputs)
         found = cache[key] = lambda args: plan(args)
     return found

@@ -310,6 +310,8 @@ class Importer:
             captures = [scope.lookup(n, f"node '{node.name}'") for n in captured]
             flat_inputs += captures
             attrs[f"T_{CAPTURED}"] = [tensor_dtype(t).base_dtype for t in captures]
+        if isinstance(node.name, bytes):     # protobuf hands back a string field that is not UTF-8 as bytes
+            raise GraphError(f"{where}: a node's name is not UTF-8 text ({node.name[:40]!r})")
         if node.name and node.name != op_name(node.output[0], node.op_type):
             attrs[NODE_NAME_ATTR] = node.name.encode()
         op = scope.graph.create_op(op_type, flat_inputs, attrs, name=op_name(node.output[0] or node.name,

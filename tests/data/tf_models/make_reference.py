@@ -44,6 +44,7 @@ GROUPS = {
     "saved_model_cases": [
         "saved_models/module_two_signatures", "saved_models/keras_export", "saved_models/while_loop",
         "saved_models/keras_lstm", "saved_models/keras_cnn", "saved_models/v1_checkpoint",
+        "saved_models/custom_gradients", "saved_models/keras_efficientnet", "saved_models/while_cond",
     ],
 }
 ALL = [name for names in GROUPS.values() for name in names]
