@@ -4,7 +4,8 @@ Concat ops (tests/data/onnx_models unet_opset17, unet_dynamic_opset18; torch's g
 
 With static shapes those ops are folded when the gradient is built and the interpolation weights are
 constants; with symbolic batch, height and width the weights are computed at run time, by the Resize
-itself applied to an identity matrix, so one gradient graph serves every input size."""
+itself applied to an identity matrix, so one gradient graph serves every input size. Those run-time
+weights are also checked in every interpolation mode against central differences."""
 from __future__ import annotations
 
 import numpy as np
