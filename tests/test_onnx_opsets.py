@@ -73,6 +73,27 @@ def test_the_mlps_gradient_model_at_every_opset_passes_the_checker_and_runs_in_o
     assert_torchs_gradients(run_in_onnxruntime(model, case), case)
 
 
+# The fewest ai.onnx nodes each op's gradient takes (ai.onnx has no LayerNormalizationGrad or GeluGrad; those
+# are com.microsoft training ops that onnxruntime's CPU build lacks). Gemm: dA, dB (a Gemm each, the trans
+# flags doing the transposes), dC (one ReduceSum). LayerNormalization: the statistics (one LayerNormalization
+# of scale 1), dbias (ReduceSum), dscale (Mul, ReduceSum), dx = r (gn - mean(gn) - n mean(gn n)) with gn = g scale
+# (Mul, 2 ReduceMean, Mul, 2 Sub, 2 Mul). Gelu's tanh form: v = 2 sqrt(2/pi) (x + 0.044715 x^3) and v' (x^2, 2 Mul,
+# 2 Add, 1 Mul), s = sigmoid(v), g s (1 + x (1 - s) v') (Sub, 2 Mul, Add, 2 Mul); its erf form takes 9.
+BACKWARD_NODES = {"Gemm": 3, "LayerNormalization": 12, "Gelu": 13}
+PLUMBING = {"Shape", "Size", "Reshape", "Expand", "Transpose", "Identity", "Constant", "CastLike", "Cast",
+            "ConstantOfShape", "Unsqueeze", "Squeeze"}
+
+
+@pytest.mark.parametrize("opset", [OLDEST, 19, 20, FAMILY_OPSET])
+def test_the_mlps_gradient_model_is_its_forward_and_each_ops_closed_form_gradient_with_no_plumbing(mlp, opset):
+    case, graph, outputs = mlp
+    forward = graph_to_model(graph, opset=opset)        # below 20, with Gelu's (folded) function body
+    budget = len(forward.graph.node) + sum(BACKWARD_NODES[n.op_type] for n in onnx.load(case.model_path).graph.node)
+    model = graph_to_model(graph, outputs, opset=opset)
+    assert len(model.graph.node) <= budget
+    assert not PLUMBING & {n.op_type for n in model.graph.node}
+
+
 @pytest.mark.parametrize("name", ["cond_opset18", "loop_opset13", "resnet_opset18", "mobilenetv2_opset18",
                                   "transformer_opset17"])
 def test_gradient_models_of_control_flow_reductions_and_splits_convert_to_opset_17(name):

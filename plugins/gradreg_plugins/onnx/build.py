@@ -173,5 +173,8 @@ def ints(values: Sequence[int], like: Tensor, name: str = "ints") -> Tensor:
 
 
 def shape_of(x: Tensor) -> Tensor:
-    """``Shape(x)`` as an int64 vector."""
+    """``Shape(x)`` as an int64 vector: a Const when x's shape is fully known (as TensorFlow's
+    rules use the static shape), else a Shape node."""
+    if x.shape.is_fully_defined():
+        return ints([int(d) for d in x.shape.as_list() if d is not None], x, "shape")
     return onnx_op("Shape", x)

@@ -27,6 +27,7 @@ from gradreg.errors import GraphError, describe_node
 from gradreg.model.graph import Graph, Operation, Tensor
 from gradreg.model.shape_inference import constant_value
 from gradreg.model.traversal import needed_ops, topological_order
+from gradreg_plugins.onnx.compact import compact
 from gradreg_plugins.onnx.importer import NODE_NAME_ATTR, model_info
 from gradreg_plugins.onnx.nodes import captured_inputs, to_onnx_array, upsample_as_resize
 from gradreg_plugins.onnx.opset import first_lines, to_opset
@@ -143,6 +144,7 @@ class Exporter:
         self.domains: set[str] = {""}
         self.reserved: dict[Tensor, str] = {}   # computed main-graph outputs -> their output names
         self.aliases: dict[Tensor, str] = {}
+        self.model_constants: set[str] = set()   # a loaded model's initializers, by their names
         for alias, t in graph.tensor_aliases().items():
             self.aliases.setdefault(t, alias)
 
@@ -239,6 +241,8 @@ class Exporter:
         value = op.get_attr("value")
         hint = self.aliases.get(t, op.name)
         em.names[t] = em.constant(value, hint, op.get_attr("dtype"))
+        if t in self.aliases:
+            self.model_constants.add(em.names[t])
 
     def _placeholder_with_default(self, em: Emitter, op: Operation) -> None:
         """An input with a default: in the main graph, an input and an initializer of one name."""
@@ -381,9 +385,13 @@ def export_model(graph: Graph, outputs: Any = None, opset: int | None = None) ->
     pairs = output_pairs(graph, outputs)
     if not pairs:
         raise GraphError("the graph has no outputs to write")
-    model = Exporter(graph).model(pairs)
+    exporter = Exporter(graph)
+    model = exporter.model(pairs)
     _fill_shapes(model)
-    return to_opset(model, opset) if opset is not None else model
+    if opset is not None:
+        model = to_opset(model, opset)
+    compact(model, keep=exporter.model_constants)
+    return model
 
 
 def _graphs(graph_proto):

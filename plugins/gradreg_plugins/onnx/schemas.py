@@ -36,7 +36,7 @@ from gradreg.model.opdefs import OpDefinition
 from gradreg_plugins.onnx.schema_table import IR_VERSION, NAMESPACES, ONNX_VERSION, OPSET_VERSIONS, SCHEMAS
 
 __all__ = ["IR_VERSION", "ONNX_VERSION", "OPSET_VERSIONS", "CAPTURED", "INSTALL_HINT", "OnnxSchema", "Param",
-           "op_type_for", "schema_for", "all_schemas", "split_op_type", "is_onnx_op"]
+           "op_type_for", "schema_for", "all_schemas", "split_op_type", "is_onnx_op", "is_stateful"]
 
 CAPTURED = "captured"
 # What to install for the parts of the family that need the onnx package (reading and writing
@@ -209,6 +209,11 @@ def split_op_type(op_type: str) -> tuple[str, str]:
     """(ONNX domain, op name) of a gradreg op type ``"onnx::Add"`` -> ("", "Add")."""
     namespace, _, name = op_type.rpartition("::")
     return _DOMAIN_OF_NAMESPACE.get(namespace, namespace), name
+
+
+def is_stateful(name: str) -> bool:
+    """Whether ai.onnx op ``name``'s outputs are not a function of its inputs (random ops, Dropout)."""
+    return name in _STATEFUL
 
 
 def is_onnx_op(op_type: str) -> bool:

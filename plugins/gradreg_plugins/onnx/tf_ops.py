@@ -61,16 +61,21 @@ def _as_int64(em: Emitter, name: str, t: Tensor) -> str:
     return cast
 
 
-def _identity_n(em: Emitter, op: Operation) -> None:
-    for i, t in enumerate(op.inputs):
-        em.node("Identity", [em.name_of(t)], [_out(em, op, i)], name=f"{op.name}_{i}")
+def _alias(em: Emitter, op: Operation) -> None:
+    """An identity (Identity, StopGradient, IdentityN, a one-input AddN): no node, its outputs are
+    its inputs' values (a graph output gets the Identity that names it)."""
+    for t, source in zip(op.outputs, op.inputs):
+        em.names[t] = em.name_of(source)
 
 
 def _add_n(em: Emitter, op: Operation) -> None:
     if op.outputs[0].dtype is dtypes.variant:   # gradients of a sequence with several consumers
         _add_sequences(em, op)
         return
-    em.node("Sum" if len(op.inputs) > 1 else "Identity", _ins(em, op), [_out(em, op)], name=op.name)
+    if len(op.inputs) == 1:
+        _alias(em, op)
+        return
+    em.node("Sum", _ins(em, op), [_out(em, op)], name=op.name)
 
 
 def _add_sequences(em: Emitter, op: Operation) -> None:
@@ -248,8 +253,8 @@ def _skip(em: Emitter, op: Operation) -> None:
 
 # TensorFlow op type -> writer of its ONNX equivalent.
 TF_OPS: dict[str, Callable[[Emitter, Operation], None]] = {
-    "Identity": _same("Identity"), "StopGradient": _same("Identity"), "Snapshot": _same("Identity"),
-    "PreventGradient": _same("Identity"), "IdentityN": _identity_n, "NoOp": _skip,
+    "Identity": _alias, "StopGradient": _alias, "Snapshot": _alias, "PreventGradient": _alias,
+    "IdentityN": _alias, "NoOp": _skip,
     "AddN": _add_n, "ZerosLike": _filled_like(0), "OnesLike": _filled_like(1), "Fill": _fill,
     "Shape": _shape, "Cast": _cast,
     "AddV2": _same("Add"), "Add": _same("Add"), "Sub": _same("Sub"), "Mul": _same("Mul"),

@@ -280,25 +280,23 @@ def _prelu_grad(op, g):
 
 @family.gradient("onnx::Gelu")
 def _gelu_grad(op, g):
+    """Gelu(x) = x Phi(x): Phi + x phi = (1 + erf(u) + x sqrt(2 / pi) exp(-u^2)) / 2 with u = x / sqrt 2.
+    The tanh form is x s with s = sigmoid(v), v = 2 sqrt(2 / pi) (x + 0.044715 x^3): s (1 + x (1 - s) v')."""
     x = op.inputs[0]
-    half = const_like(0.5, x)
     if op.get_attr("approximate") == b"tanh":
-        c, k = np.sqrt(2 / np.pi), 0.044715
+        c, k = 2 * np.sqrt(2 / np.pi), 0.044715
         x2 = _square(x)
-        u = onnx_op("Mul", const_like(c, x), onnx_op("Add", x, _mul(const_like(k, x), x2, x)))
-        t = onnx_op("Tanh", u)
-        du = onnx_op("Mul", const_like(c, x), onnx_op("Add", _one(x), onnx_op("Mul", const_like(3 * k, x), x2)))
-        slope = onnx_op("Add", onnx_op("Mul", half, onnx_op("Add", _one(x), t)),
-                        _mul(half, x, onnx_op("Sub", _one(x), _square(t)), du))
-    else:   # 0.5 (1 + erf(x / sqrt 2)) + x phi(x)
-        cdf = onnx_op("Mul", half, onnx_op("Add", _one(x), onnx_op("Erf", onnx_op("Mul", x, const_like(2 ** -0.5, x)))))
-        pdf = onnx_op("Mul", const_like(1 / np.sqrt(2 * np.pi), x),
-                      onnx_op("Exp", onnx_op("Mul", const_like(-0.5, x), _square(x))))
-        slope = onnx_op("Add", cdf, onnx_op("Mul", x, pdf))
-    return per_input(op, onnx_op("Mul", g, slope))
+        v = onnx_op("Mul", x, onnx_op("Add", onnx_op("Mul", x2, const_like(c * k, x)), const_like(c, x)))
+        dv = onnx_op("Add", onnx_op("Mul", x2, const_like(3 * c * k, x)), const_like(c, x))
+        s = onnx_op("Sigmoid", v)
+        rest = _mul(x, onnx_op("Sub", _one(x), s), dv)
+        return per_input(op, _mul(g, s, onnx_op("Add", rest, _one(x))))
+    u = onnx_op("Mul", x, const_like(2 ** -0.5, x))
+    # sqrt(2 / pi) exp(-u^2) as one Exp: exp(log(sqrt(2 / pi)) - u^2)
+    density = onnx_op("Exp", onnx_op("Sub", const_like(0.5 * np.log(2 / np.pi), x), _square(u)))
+    twice = onnx_op("Sum", _one(x), onnx_op("Erf", u), onnx_op("Mul", x, density))
+    return per_input(op, onnx_op("Mul", onnx_op("Mul", g, const_like(0.5, g)), twice))
 
-
-# -- selection and casts -------------------------------------------------------------------------------
 
 @family.gradient("onnx::Clip")
 def _clip_grad(op, g):

@@ -30,6 +30,8 @@ def _matmul_grad(op, g):
         db = onnx_op("Einsum", a, g, equation="...ij,...ik->...jk")
         return per_input(op, (reduce_to(da, a), reduce_to(db, b)))
     ra, rb = static_rank(op, a, "the first input"), static_rank(op, b, "the second input")
+    if ra == rb == 2:   # matrices: Gemm's trans flags do the transposes
+        return per_input(op, (onnx_op("Gemm", g, b, None, transB=1), onnx_op("Gemm", a, g, None, transA=1)))
     a2 = onnx_op("Unsqueeze", a, ints([0], g, "axes")) if ra == 1 else a
     b2 = onnx_op("Unsqueeze", b, ints([-1], g, "axes")) if rb == 1 else b
     g2 = onnx_op("Unsqueeze", g, ints([-2], g, "axes")) if ra == 1 else g
@@ -45,16 +47,19 @@ def _matmul_grad(op, g):
 
 @family.gradient("onnx::Gemm")
 def _gemm_grad(op, g):
+    """Y = alpha A' B' + beta C (A' = A or A^T, B' likewise): dA' = alpha g B'^T and dB' = alpha A'^T g,
+    each one Gemm whose trans flags absorb every transpose."""
     a, b, c = (onnx_inputs(op) + [None])[:3]
     alpha, beta = op.get_attr("alpha"), op.get_attr("beta")
-    trans_a, trans_b = op.get_attr("transA"), op.get_attr("transB")
-    ga = onnx_op("Mul", g, const_like(alpha, g)) if alpha != 1 else g
-    bt = b if trans_b else onnx_op("Transpose", b, perm=[1, 0])         # B'^T
-    da = onnx_op("MatMul", ga, bt)                                      # dA' = alpha g B'^T
-    at = a if trans_a else onnx_op("Transpose", a, perm=[1, 0])         # A'^T
-    db = onnx_op("MatMul", at, ga)                                      # dB' = alpha A'^T g
-    da = onnx_op("Transpose", da, perm=[1, 0]) if trans_a else da
-    db = onnx_op("Transpose", db, perm=[1, 0]) if trans_b else db
+    trans_a, trans_b = int(op.get_attr("transA")), int(op.get_attr("transB"))
+    if trans_a:     # dA = dA'^T = alpha B' g^T
+        da = onnx_op("Gemm", b, g, None, alpha=alpha, transA=trans_b, transB=1)
+    else:
+        da = onnx_op("Gemm", g, b, None, alpha=alpha, transB=1 - trans_b)
+    if trans_b:     # dB = dB'^T = alpha g^T A'
+        db = onnx_op("Gemm", g, a, None, alpha=alpha, transA=1, transB=trans_a)
+    else:
+        db = onnx_op("Gemm", a, g, None, alpha=alpha, transA=1 - trans_a)
     out = [da, db]
     if c is not None:
         gc = onnx_op("Mul", g, const_like(beta, g)) if beta != 1 else g

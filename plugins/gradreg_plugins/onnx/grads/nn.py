@@ -4,7 +4,8 @@ Window ops need static spatial sizes (the input's, the filter's): their geometry
 ceil_mode) is resolved when the gradient is built. Where gradreg's rule is simplest as "the
 gradient of an equivalent composition", it uses :func:`through`: AveragePool and LpPool as a
 depthwise Conv of ones (scaled by the op's own divisor), InstanceNormalization,
-LayerNormalization, inference-mode BatchNormalization, LRN and LpNormalization spelled out.
+inference-mode BatchNormalization, LRN and LpNormalization spelled out. LayerNormalization has
+its closed form (a few nodes where differentiating its decomposition takes ~40).
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from gradreg_plugins.onnx.grads.common import (
     const_like,
     fail,
     ints,
+    neg,
     ones_like,
     onnx_op,
     per_input,
+    reduce_to,
     scatter_add_flat,
     shape_of,
     static_dims,
@@ -291,20 +294,68 @@ def _instance_norm_grad(op, g):
 
 
 @family.gradient("onnx::LayerNormalization")
-def _layer_norm_grad(op, *grads):
-    """Through the normalization spelled out, so that gradients reaching the Mean and InvStdDev
-    outputs count too."""
-    x = op.inputs[0]
+def _layer_norm_grad(op, g, g_mean=None, g_inv_std=None):
+    """y = n scale + bias, n = (x - mean) r, r = 1 / sqrt(var + epsilon) over the axes from ``axis`` on:
+    dx = r (gn - mean(gn) - n mean(gn n)) with gn = g scale (mean over those axes), plus what reaches the
+    Mean and InvStdDev outputs: d mean / dx = 1 / N, dr / dx = -r^2 n / N. n, mean and r come from a
+    LayerNormalization of scale 1 (statistics in stash_type's precision, as the forward's)."""
+    x, scale, bias = (onnx_inputs(op) + [None])[:3]
     rank = static_rank(op, x)
     axis = axis_of(op, rank)
+    axes = ints(list(range(axis, rank)), x, "axes")
+    normalized, inv_std = _layer_statistics(op, x, scale, axis, axes)
+    terms, dscale, dbias = [], None, None
+    if g is not None:
+        gn = onnx_op("Mul", g, scale)
+        centered = onnx_op("Sub", gn, onnx_op("ReduceMean", gn, axes, keepdims=1))
+        along = onnx_op("Mul", normalized, onnx_op("ReduceMean", onnx_op("Mul", gn, normalized), axes, keepdims=1))
+        terms.append(onnx_op("Mul", onnx_op("Sub", centered, along), inv_std))
+        dscale = reduce_to(onnx_op("Mul", g, normalized), scale)
+        dbias = reduce_to(g, bias) if bias is not None else None
+    if g_mean is not None or g_inv_std is not None:
+        count = _normalized_count(x, axis)
+        if g_mean is not None:
+            terms.append(onnx_op("Expand", onnx_op("Div", _as_type_of(g_mean, x), count), shape_of(x)))
+        if g_inv_std is not None:
+            slope = onnx_op("Div", onnx_op("Mul", inv_std, inv_std), count)
+            terms.append(neg(onnx_op("Mul", onnx_op("Mul", _as_type_of(g_inv_std, x), slope), normalized)))
+    dx = (terms[0] if len(terms) == 1 else onnx_op("Sum", *terms)) if terms else None
+    return per_input(op, (dx, dscale, dbias))
 
-    def build(x, scale, bias=None):
-        normalized, mean, inv_std = _normalized(x, ints(list(range(axis, rank)), x, "axes"), op.get_attr("epsilon"))
-        y = onnx_op("Mul", normalized, scale)
-        if bias is not None:
-            y = onnx_op("Add", y, bias)
-        return y, mean, inv_std
-    return per_input(op, through(op, grads, build))
+
+def _layer_statistics(op, x, scale, axis: int, axes):
+    """(x - mean) r and r, from a LayerNormalization of scale 1 whose statistics are outputs when
+    ONNX lets them be of the stash type (float, bfloat16), else spelled out in x's type."""
+    epsilon, stash = op.get_attr("epsilon"), int(op.get_attr("stash_type"))
+    if stash not in _STATISTICS_TYPES:
+        normalized, _, inv_std = _normalized(x, axes, epsilon)
+        return normalized, inv_std
+    normalized, _, inv_std = onnx_op("LayerNormalization", x, _ones_shaped_like(scale), axis=axis, epsilon=epsilon,
+                                     stash_type=stash, outputs=3)
+    return normalized, _as_type_of(inv_std, x)
+
+
+_STATISTICS_TYPES = (1, 16)    # LayerNormalization's Mean and InvStdDev: float, bfloat16
+
+
+def _as_type_of(t, like):
+    return t if t.dtype.base_dtype is like.dtype.base_dtype else onnx_op("Cast", t, to=like.dtype.base_dtype)
+
+
+def _normalized_count(x, axis: int):
+    """N, the number of elements each normalization is over, in x's dtype."""
+    dims = x.shape.dims
+    if dims is not None and None not in dims[axis:]:
+        return const_like(int(np.prod([int(d) for d in dims[axis:] if d is not None])), x, "count")
+    sizes = onnx_op("Slice", onnx_op("Shape", x), ints([axis], x, "start"), ints([np.iinfo(np.int64).max], x, "end"))
+    return onnx_op("Cast", onnx_op("ReduceProd", sizes, keepdims=0), to=x.dtype.base_dtype)
+
+
+def _ones_shaped_like(t):
+    """Ones of t's shape: a Const when it is known (a scale's), else ConstantOfShape."""
+    if t.shape.is_fully_defined():
+        return const_like(np.ones([int(d) for d in t.shape.as_list() if d is not None]), t, "ones")
+    return ones_like(t)
 
 
 @family.gradient("onnx::MeanVarianceNormalization")

@@ -42,6 +42,9 @@ def _kept(op, t):
     if constant is None and noop:
         raise fail(op, "axes computed at run time with noop_with_empty_axes and keepdims=0 are not "
                        "differentiated (the output's rank depends on whether the axes are empty)")
+    rank = x.shape.rank
+    if constant is not None and rank is not None and sorted(a % rank for a in constant) == list(range(len(constant))):
+        return t    # the leading axes: broadcasting puts them back
     return onnx_op("Unsqueeze", t, axes)
 
 
@@ -58,9 +61,13 @@ def _reduce_sum_grad(op, g):
 
 @family.gradient("onnx::ReduceMean")
 def _reduce_mean_grad(op, g):
-    x = op.inputs[0]
-    count = onnx_op("Div", onnx_op("Cast", onnx_op("Size", x), to=g.dtype),
-                    onnx_op("Cast", onnx_op("Size", op.outputs[0]), to=g.dtype))
+    x, y = op.inputs[0], op.outputs[0]
+    n_x, n_y = x.shape.num_elements(), y.shape.num_elements()
+    if n_x is not None and n_y:
+        count = const_like(n_x // n_y, g, "count")
+    else:
+        count = onnx_op("Div", onnx_op("Cast", onnx_op("Size", x), to=g.dtype),
+                        onnx_op("Cast", onnx_op("Size", y), to=g.dtype))
     return per_input(op, onnx_op("Div", _spread(op, g), count))
 
 
