@@ -23,3 +23,38 @@ def graph():
     g = gradreg.Graph()
     with g.as_default():
         yield g
+
+
+def _process_settings() -> tuple:
+    """The process-wide settings a test must leave as it found them (cheap to read: every test
+    reads them twice): the environment, the working directory, BLAS's thread count, the
+    handlers of the signals gradreg's writers catch, NumPy's error settings."""
+    import signal
+
+    import numpy as np
+
+    from gradreg.backends import threads
+    environment = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    blas = threads._blas       # read once gradreg looked for BLAS (looking first would miss a later one)
+    return (environment, os.getcwd(), blas.current() if blas is not None else None,
+            {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)},
+            np.geterr())
+
+
+@pytest.fixture(autouse=True)
+def _leaves_the_process_as_it_found_it():
+    """Manners, for the whole suite: a test (and so the gradreg calls it makes) leaves the
+    process's settings as they were (monkeypatch's changes are undone before this looks)."""
+    before = _process_settings()
+    yield
+    after = _process_settings()
+    if before[2] is None:                      # gradreg looked for BLAS during the test
+        after = (*after[:2], None, *after[3:])
+    names = ["environment", "working directory", "BLAS threads", "signal handlers", "NumPy errors"]
+    changed = [name for name, a, b in zip(names, before, after) if a != b]
+    if changed:
+        diff = ""
+        if before[0] != after[0]:
+            keys = {k for k in set(before[0]) | set(after[0]) if before[0].get(k) != after[0].get(k)}
+            diff = f" (variables {sorted(keys)})"
+        pytest.fail(f"the test changed the process's {', '.join(changed)}{diff}", pytrace=False)
