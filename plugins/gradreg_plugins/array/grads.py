@@ -20,8 +20,6 @@ from gradreg.model.shape_inference import constant_value
 from gradreg.model.shapes import TensorShape
 from gradreg_plugins.array import family, slicing
 
-gradient = family.gradient
-
 _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 # Ops whose outputs do not depend differentiably on their inputs (or that have no inputs).
@@ -96,28 +94,28 @@ def _reshape_to(grad, x: Tensor) -> Tensor:
 
 # -- identities ---------------------------------------------------------------------------------
 
-@gradient("Identity")
-@gradient("Snapshot")
-@gradient("PlaceholderWithDefault")
-@gradient("EnsureShape")
+@family.gradient("Identity")
+@family.gradient("Snapshot")
+@family.gradient("PlaceholderWithDefault")
+@family.gradient("EnsureShape")
 def _identity_grad(op, grad):
     return grad
 
 
-@gradient("IdentityN")
+@family.gradient("IdentityN")
 def _identity_n_grad(op, *grads):
     return list(grads)
 
 
-@gradient("CheckNumerics")
-@gradient("CheckNumericsV2")
+@family.gradient("CheckNumerics")
+@family.gradient("CheckNumericsV2")
 def _check_numerics_grad(op, grad):
     message = op.get_attr("message").decode("utf-8", "replace")
     return apply_op(op.type, as_dense(grad),
                     message=f"Not a number (NaN) or infinity (Inf) values detected in gradient. {message}")
 
 
-@gradient("PreventGradient")
+@family.gradient("PreventGradient")
 def _prevent_gradient_grad(op, grad):
     message = op.get_attr("message").decode("utf-8", "replace")
     raise GradientError(f"{describe_node(op.name, op.type)}: Gradient explicitly disabled. Reason: {message}")
@@ -125,12 +123,12 @@ def _prevent_gradient_grad(op, grad):
 
 # -- reshaping ----------------------------------------------------------------------------------
 
-@gradient("Reshape")
+@family.gradient("Reshape")
 def _reshape_grad(op, grad):
     return _reshape_to(grad, op.inputs[0]), None
 
 
-@gradient("ExpandDims")
+@family.gradient("ExpandDims")
 def _expand_dims_grad(op, grad):
     dim = _static_int(op.inputs[1])
     if dim is None:
@@ -139,7 +137,7 @@ def _expand_dims_grad(op, grad):
     return apply_op("Squeeze", rules.dense(grad), squeeze_dims=[dim]), None
 
 
-@gradient("Squeeze")
+@family.gradient("Squeeze")
 def _squeeze_grad(op, grad):
     return _reshape_to(grad, op.inputs[0])
 
@@ -154,8 +152,8 @@ def _inverse_permutation(perm: Tensor) -> Tensor:
     return constant(inverse, perm.known_dtype.base_dtype)
 
 
-@gradient("Transpose")
-@gradient("ConjugateTranspose")
+@family.gradient("Transpose")
+@family.gradient("ConjugateTranspose")
 def _transpose_grad(op, grad):
     # ConjugateTranspose: the adjoint of conj(transpose(x)) is conj(transpose back).
     return apply_op(op.type, as_dense(grad), _inverse_permutation(op.inputs[1])), None
@@ -163,12 +161,12 @@ def _transpose_grad(op, grad):
 
 # -- joining and splitting ----------------------------------------------------------------------
 
-@gradient("Pack")
+@family.gradient("Pack")
 def _pack_grad(op, grad):
     return apply_op("Unpack", as_dense(grad), num=op.get_attr("N"), axis=op.get_attr("axis"))
 
 
-@gradient("Unpack")
+@family.gradient("Unpack")
 def _unpack_grad(op, *grads):
     return apply_op("Pack", [as_dense(g) for g in grads], axis=op.get_attr("axis"))
 
@@ -180,22 +178,22 @@ def _join(grads: list, axis: Tensor):
     return apply_op("ConcatV2", [as_dense(g) for g in grads], axis)
 
 
-@gradient("Split")
+@family.gradient("Split")
 def _split_grad(op, *grads):
     return None, _join(list(grads), op.inputs[0])
 
 
-@gradient("SplitV")
+@family.gradient("SplitV")
 def _split_v_grad(op, *grads):
     return _join(list(grads), op.inputs[2]), None, None
 
 
-@gradient("ConcatV2")
+@family.gradient("ConcatV2")
 def _concat_v2_grad(op, grad):
     return _concat_grad(grad, op.inputs[:-1], op.inputs[-1], op.outputs[0]) + [None]
 
 
-@gradient("Concat")
+@family.gradient("Concat")
 def _concat_grad_v1(op, grad):
     return [None] + _concat_grad(grad, op.inputs[1:], op.inputs[0], op.outputs[0])
 
@@ -255,7 +253,7 @@ def _concat_sparse_grad(grad: IndexedSlices, values: list, axis: int, sizes: lis
 
 # -- slicing ------------------------------------------------------------------------------------
 
-@gradient("Slice")
+@family.gradient("Slice")
 def _slice_grad(op, grad):
     """Zeros around the slice: Pad with begin before and the rest of each dim after."""
     x, begin = op.inputs[0], op.inputs[1]
@@ -274,7 +272,7 @@ def _slice_grad(op, grad):
     return apply_op("Pad", as_dense(grad), paddings), None, None
 
 
-@gradient("StridedSlice")
+@family.gradient("StridedSlice")
 def _strided_slice_grad(op, grad):
     x, begin, end, strides = op.inputs
     if begin.dtype.base_dtype not in (dtypes.int32, dtypes.int64):   # StridedSliceGrad has no int16
@@ -306,7 +304,7 @@ def _strided_slice_grad_iteration_sum(op):
     return [begin, dy], build
 
 
-@gradient("StridedSliceGrad")
+@family.gradient("StridedSliceGrad")
 def _strided_slice_grad_grad(op, grad):
     _, begin, end, strides, _ = op.inputs
     return None, None, None, None, apply_op("StridedSlice", as_dense(grad), begin, end, strides, **_masks(op))
@@ -314,12 +312,12 @@ def _strided_slice_grad_grad(op, grad):
 
 # -- padding, tiling, filling, broadcasting -----------------------------------------------------
 
-@gradient("Pad")
+@family.gradient("Pad")
 def _pad_grad(op, grad):
     return _padded_part(op, as_dense(grad)), None
 
 
-@gradient("PadV2")
+@family.gradient("PadV2")
 def _pad_v2_grad(op, grad):
     """The padded part as for Pad; the fill value got everything outside it. (TensorFlow returns
     None for the fill value; it is differentiable, so it gets its gradient here unless it is a
@@ -345,17 +343,17 @@ def _padded_part(op, grad: Tensor) -> Tensor:
     return apply_op("Slice", grad, begin, rules.shape_vector(x, index_dtype))
 
 
-@gradient("MirrorPad")
+@family.gradient("MirrorPad")
 def _mirror_pad_grad(op, grad):
     return apply_op("MirrorPadGrad", as_dense(grad), op.inputs[1], mode=op.get_attr("mode")), None
 
 
-@gradient("MirrorPadGrad")
+@family.gradient("MirrorPadGrad")
 def _mirror_pad_grad_grad(op, grad):
     return apply_op("MirrorPad", as_dense(grad), op.inputs[1], mode=op.get_attr("mode")), None
 
 
-@gradient("Tile")
+@family.gradient("Tile")
 def _tile_grad(op, grad):
     """Sum of the tiles: grad reshaped to [m0, d0, m1, d1, ...] and summed over the m axes. An
     IndexedSlices gradient is first folded onto the rows of one tile (indices mod d0)."""
@@ -393,7 +391,7 @@ def _rows_modulo(grad: IndexedSlices, x: Tensor) -> Tensor:
     return apply_op("UnsortedSegmentSum", grad.values, apply_op("FloorMod", grad.indices, count), count)
 
 
-@gradient("BroadcastTo")
+@family.gradient("BroadcastTo")
 def _broadcast_to_grad(op, grad):
     return _summed_to(as_dense(grad), op.inputs[0], op.outputs[0].shape), None
 
@@ -417,19 +415,19 @@ def _summed_to(grad: Tensor, x: Tensor, out_shape: TensorShape) -> Tensor:
     return apply_op("Reshape", apply_op("Sum", grad, reduced, keep_dims=True), x_shape)
 
 
-@gradient("Fill")
+@family.gradient("Fill")
 def _fill_grad(op, grad):
     return None, _sum_all(as_dense(grad))
 
 
 # -- gathering and scattering -------------------------------------------------------------------
 
-@gradient("Gather")
+@family.gradient("Gather")
 def _gather_grad(op, grad):
     return _rows_gradient(op.inputs[0], op.inputs[1], grad), None
 
 
-@gradient("GatherV2")
+@family.gradient("GatherV2")
 def _gather_v2_grad(op, grad):
     """Axis 0: IndexedSlices (the gathered rows). Another axis: moved to the front (after the
     batch dims), summed with UnsortedSegmentSum and moved back, as TensorFlow does."""
@@ -579,7 +577,7 @@ def _index_shape(t: Tensor, indices: Tensor) -> Tensor:
     return rules.shape_vector(t, indices.known_dtype.base_dtype)
 
 
-@gradient("GatherNd")
+@family.gradient("GatherNd")
 def _gather_nd_grad(op, grad):
     params, indices = op.inputs
     grad = as_dense(grad)
@@ -598,12 +596,12 @@ def _gathered(grad: Tensor, op, indices: Tensor) -> Tensor:
     return apply_op("GatherNd", grad, indices, bad_indices_policy=op.get_attr("bad_indices_policy"))
 
 
-@gradient("ScatterNd")
+@family.gradient("ScatterNd")
 def _scatter_nd_grad(op, grad):
     return None, _gathered(as_dense(grad), op, op.inputs[0]), None
 
 
-@gradient("TensorScatterUpdate")
+@family.gradient("TensorScatterUpdate")
 def _tensor_scatter_update_grad(op, grad):
     """The overwritten elements of the tensor get no gradient; of the updates, those that land
     get theirs. Where indices repeat, only the last update of a row lands (TensorFlow's CPU
@@ -665,21 +663,21 @@ def landed_indices(indices: Tensor, prefix_shape: Tensor | None, policy: bytes =
     return apply_op("SelectV2", apply_op("ExpandDims", landed, rules.ints(-1)), indices, rules.ints(-1, index_dtype))
 
 
-@gradient("TensorScatterAdd")
-@gradient("ScatterNdNonAliasingAdd")
+@family.gradient("TensorScatterAdd")
+@family.gradient("ScatterNdNonAliasingAdd")
 def _tensor_scatter_add_grad(op, grad):
     grad = as_dense(grad)
     return grad, None, _gathered(grad, op, op.inputs[1])
 
 
-@gradient("TensorScatterSub")
+@family.gradient("TensorScatterSub")
 def _tensor_scatter_sub_grad(op, grad):
     grad = as_dense(grad)
     return grad, None, -_gathered(grad, op, op.inputs[1])
 
 
-@gradient("TensorScatterMax")
-@gradient("TensorScatterMin")
+@family.gradient("TensorScatterMax")
+@family.gradient("TensorScatterMin")
 def _tensor_scatter_extreme_grad(op, grad):
     """Shared equally among the tensor's element and the updates equal to the result (as
     TensorFlow does at ties)."""
@@ -695,7 +693,7 @@ def _tensor_scatter_extreme_grad(op, grad):
     return per_share * from_x, None, _gathered(per_share, op, indices) * from_updates
 
 
-@gradient("TensorStridedSliceUpdate")
+@family.gradient("TensorStridedSliceUpdate")
 def _tensor_strided_slice_update_grad(op, grad):
     """The input's gradient outside the slice; the slice's, summed to the value's shape (the
     value is broadcast to the slice)."""
@@ -708,17 +706,17 @@ def _tensor_strided_slice_update_grad(op, grad):
 
 # -- reversing, diagonals, bands ----------------------------------------------------------------
 
-@gradient("ReverseV2")
+@family.gradient("ReverseV2")
 def _reverse_grad(op, grad):
     return apply_op("ReverseV2", as_dense(grad), op.inputs[1]), None
 
 
-@gradient("MatrixDiag")
+@family.gradient("MatrixDiag")
 def _matrix_diag_grad(op, grad):
     return apply_op("MatrixDiagPart", as_dense(grad))
 
 
-@gradient("MatrixDiagPart")
+@family.gradient("MatrixDiagPart")
 def _matrix_diag_part_grad(op, grad):
     """The diagonal back on a zero matrix: MatrixDiag makes the leading k x k block (k = min of
     the matrix dims); Pad completes a non-square matrix with zero rows or columns."""
@@ -740,6 +738,6 @@ def _matrix_diag_part_grad(op, grad):
     return apply_op("Pad", block, apply_op("ConcatV2", [leading, tail], 0))
 
 
-@gradient("MatrixBandPart")
+@family.gradient("MatrixBandPart")
 def _matrix_band_part_grad(op, grad):
     return apply_op("MatrixBandPart", as_dense(grad), op.inputs[1], op.inputs[2]), None, None

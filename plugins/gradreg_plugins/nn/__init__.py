@@ -3,7 +3,7 @@ and pooling with their backprop ops (``conv``, ``pooling``, ``volumes``; pooling
 fractional pooling (``fractional``), morphological dilation (``morphology``), the spatial
 rearrangements SpaceToBatch/DepthToSpace and patch extraction (``spatial``), CTC loss (``ctc``), the
 fused LSTMs BlockLSTM / BlockLSTMV2 (``recurrent``), simulated quantization (``quantize``),
-NthElement / IsotonicRegression / ApproxTopK (``selection``), L2 loss, top-k membership, batch and
+NthElement / IsotonicRegression (``selection``), L2 loss, top-k membership, batch and
 local response normalization. Owns each op's definition, NumPy kernel, shape function, Python
 builder and gradient rule; the topic modules hold all four for their ops, ``ops`` / ``kernels`` /
 ``grads`` those of the rest.
