@@ -342,38 +342,57 @@ def test_no_module_uses_another_modules_private_names(path):
 
 
 # -- the core and the families ------------------------------------------------------------------------
+# Each check below is a function of a source tree, run on the real one and, in the negative tests at
+# the end, on a small synthetic tree holding the finding it guards against (so it can fail).
 
 PLUGINS = ROOT / "plugins"
-# Families whose own import graph is checked below (no cycle, few explained imports inside functions).
-CHECKED_FAMILIES = {"onnx": 11}      # family -> at most this many groups of imports inside functions
+PLUGIN_PACKAGE = "gradreg_plugins"
+# Imports inside functions, over every module of plugins/gradreg_plugins/ (a group of consecutive
+# import statements counts once): an optional dependency or start-up time, each said in a comment.
+MAX_PLUGIN_FUNCTION_IMPORTS = 12
+
+
+def core_imports_of_plugins(package: pathlib.Path, root: pathlib.Path) -> list[str]:
+    """``path:line imports name`` for each import of a gradreg_plugins module under ``package``
+    (imports inside functions and under TYPE_CHECKING too)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(root)}:{node.lineno} imports {n}" for n in names
+                      if n.split(".")[0] == PLUGIN_PACKAGE]
+    return found
 
 
 def test_the_core_imports_no_plugin():
     """gradreg/ finds plugins through entry points; it never names one (imports inside functions too)."""
-    found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
-                      if n.split(".")[0] == "gradreg_plugins"]
+    found = core_imports_of_plugins(PACKAGE, ROOT)
     assert not found, "the core imports plugins:\n" + "\n".join(found)
 
 
-def _family_modules(family: str) -> dict[str, pathlib.Path]:
-    return _modules(PLUGINS / "gradreg_plugins" / family, PLUGINS)
+@dataclass(frozen=True)
+class PluginImport:
+    source: str        # importing module, gradreg_plugins.<family>.<module>
+    target: str        # the gradreg_plugins module it names (``from a import b``: a.b when that is a module)
+    line: int
+    in_function: bool
+    type_only: bool    # under ``if TYPE_CHECKING:``
 
 
-def _family_imports(family: str) -> list[tuple[str, str, bool, bool]]:
-    """(module, imported gradreg_plugins module, inside a function, TYPE_CHECKING-only) of a family."""
-    modules = {**_family_modules(family)}
-    everything = _modules(PLUGINS / "gradreg_plugins", PLUGINS)
-    out = []
+def plugin_modules(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    return _modules(root / PLUGIN_PACKAGE, root)
+
+
+def plugin_imports(root: pathlib.Path) -> list[PluginImport]:
+    """Every import of a gradreg_plugins module by a module of ``root``/gradreg_plugins."""
+    modules = plugin_modules(root)
+    out: list[PluginImport] = []
 
     def resolve(name: str, imported: str | None) -> str | None:
-        if name.split(".")[0] != "gradreg_plugins":
+        if name.split(".")[0] != PLUGIN_PACKAGE:
             return None
-        if imported is not None and f"{name}.{imported}" in everything:
+        if imported is not None and f"{name}.{imported}" in modules:
             return f"{name}.{imported}"
         return name
 
@@ -382,10 +401,10 @@ def _family_imports(family: str) -> list[tuple[str, str, bool, bool]]:
             inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             only = type_only or (isinstance(child, ast.If) and _is_type_checking(child.test))
             if isinstance(child, ast.Import):
-                out.extend((source, t, in_function, type_only) for a in child.names
+                out.extend(PluginImport(source, t, child.lineno, in_function, type_only) for a in child.names
                            if (t := resolve(a.name, None)) is not None)
             elif isinstance(child, ast.ImportFrom):
-                out.extend((source, t, in_function, type_only) for a in child.names
+                out.extend(PluginImport(source, t, child.lineno, in_function, type_only) for a in child.names
                            if (t := resolve(child.module or "", a.name)) is not None)
             walk(child, source, inside, only)
 
@@ -394,14 +413,19 @@ def _family_imports(family: str) -> list[tuple[str, str, bool, bool]]:
     return out
 
 
-@pytest.mark.parametrize("family", sorted(CHECKED_FAMILIES))
-def test_a_family_has_no_import_cycle(family):
+def plugin_cycles(root: pathlib.Path) -> list[list[str]]:
+    """The import cycles among the modules of ``root``/gradreg_plugins (TYPE_CHECKING-only imports
+    aside; a module importing its own package is not an edge: the package runs first)."""
     edges: dict[str, set[str]] = {}
-    for source, target, _, type_only in _family_imports(family):
-        if not type_only and target != source and not _within(source, target):
-            edges.setdefault(source, set()).add(target)
-    cycles = _cycles(edges)
-    assert not cycles, f"import cycles in the {family} family:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+    for imp in plugin_imports(root):
+        if not imp.type_only and imp.target != imp.source and not _within(imp.source, imp.target):
+            edges.setdefault(imp.source, set()).add(imp.target)
+    return _cycles(edges)
+
+
+def test_the_plugins_have_no_import_cycle():
+    cycles = plugin_cycles(PLUGINS)
+    assert not cycles, "import cycles in plugins/:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
 def _function_import_groups(path: pathlib.Path) -> list[tuple[int, str]]:
@@ -433,13 +457,125 @@ def _function_import_groups(path: pathlib.Path) -> list[tuple[int, str]]:
     return groups
 
 
-@pytest.mark.parametrize("family", sorted(CHECKED_FAMILIES))
-def test_a_family_imports_at_module_level_save_a_few_explained_ones(family):
-    groups = [(path, line, why) for path in _family_modules(family).values()
+def function_import_problems(root: pathlib.Path, cap: int) -> list[str]:
+    """What is wrong with the imports inside functions of ``root``/gradreg_plugins: more groups
+    than ``cap`` (listing them), and each group without a comment giving its reason."""
+    groups = [(path, line, why) for path in plugin_modules(root).values()
               for line, why in _function_import_groups(path)]
-    listing = "\n".join(f"{p.relative_to(ROOT)}:{line}" for p, line, _ in groups)
-    assert len(groups) <= CHECKED_FAMILIES[family], (
-        f"{len(groups)} groups of imports inside functions in the {family} family (at most "
-        f"{CHECKED_FAMILIES[family]}):\n{listing}")
-    unexplained = [f"{p.relative_to(ROOT)}:{line}" for p, line, why in groups if not why]
-    assert not unexplained, "imports inside functions need a comment giving the reason:\n" + "\n".join(unexplained)
+    problems = []
+    if len(groups) > cap:
+        problems.append(f"{len(groups)} groups of imports inside functions (at most {cap}): "
+                        + ", ".join(f"{p.relative_to(root)}:{line}" for p, line, _ in groups))
+    problems += [f"{p.relative_to(root)}:{line}: an import inside a function needs a comment giving the reason"
+                 for p, line, why in groups if not why]
+    return problems
+
+
+def test_plugins_import_at_module_level_save_a_few_explained_ones():
+    problems = function_import_problems(PLUGINS, MAX_PLUGIN_FUNCTION_IMPORTS)
+    assert not problems, "\n".join(problems)
+
+
+def declared_public_modules(root: pathlib.Path, family: str) -> set[str]:
+    """The modules a family declares other families may import: ``public_modules`` in its
+    ``__init__.py``, a tuple of module names relative to the family (read from the source)."""
+    init = root / PLUGIN_PACKAGE / family / "__init__.py"
+    if not init.exists():
+        return set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "public_modules"
+                                                for t in node.targets):
+            return {f"{PLUGIN_PACKAGE}.{family}.{name}" for name in ast.literal_eval(node.value)}
+    return set()
+
+
+def cross_family_problems(root: pathlib.Path) -> list[str]:
+    """Imports of one family's module by another family that the first does not declare public."""
+    public: dict[str, set[str]] = {}
+    problems = []
+    for imp in plugin_imports(root):
+        source_parts, target_parts = imp.source.split("."), imp.target.split(".")
+        if len(source_parts) < 3 or len(target_parts) < 2 or source_parts[1] == target_parts[1]:
+            continue
+        family = target_parts[1]
+        if not (root / PLUGIN_PACKAGE / family).is_dir():
+            continue          # a module of the package itself (rule_helpers, _lazy): shared by all
+        if family not in public:
+            public[family] = declared_public_modules(root, family)
+        if imp.target not in public[family]:
+            problems.append(f"{imp.source}:{imp.line} imports {imp.target}, which the {family} family does not "
+                            f"declare public (public_modules in gradreg_plugins/{family}/__init__.py: "
+                            f"{sorted(public[family]) or 'none'})")
+    return problems
+
+
+def test_families_import_each_other_only_through_declared_public_modules():
+    problems = cross_family_problems(PLUGINS)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_declared_public_module_exists():
+    modules = plugin_modules(PLUGINS)
+    for family in sorted(p.name for p in (PLUGINS / PLUGIN_PACKAGE).iterdir() if (p / "__init__.py").exists()):
+        missing = sorted(declared_public_modules(PLUGINS, family) - set(modules))
+        assert not missing, f"the {family} family declares public modules it does not have: {missing}"
+
+
+# -- the checks fail on what they guard against ---------------------------------------------------------
+
+def _tree(root: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_the_core_check_sees_an_import_of_a_plugin_even_inside_a_function(tmp_path):
+    tree = _tree(tmp_path, {"gradreg/__init__.py": "",
+                            "gradreg/onnx_backend.py": "def load():\n    import gradreg_plugins.onnx.backend\n",
+                            "gradreg/fine.py": "import gradreg.errors\n"})
+    assert core_imports_of_plugins(tree / "gradreg", tree) == [
+        "gradreg/onnx_backend.py:2 imports gradreg_plugins.onnx.backend"]
+
+
+def test_the_cycle_check_sees_a_cycle_held_together_by_an_import_inside_a_function(tmp_path):
+    tree = _tree(tmp_path, {
+        "gradreg_plugins/__init__.py": "", "gradreg_plugins/onnx/__init__.py": "",
+        "gradreg_plugins/onnx/format.py": "from gradreg_plugins.onnx import exporter\n",
+        "gradreg_plugins/onnx/exporter.py": "def attrs():\n    from gradreg_plugins.onnx.grads import sampling\n",
+        "gradreg_plugins/onnx/grads/__init__.py": "",
+        "gradreg_plugins/onnx/grads/sampling.py": "import gradreg_plugins.onnx.format\n",
+        "gradreg_plugins/onnx/shapes.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                          "    from gradreg_plugins.onnx import nodes\n",
+        "gradreg_plugins/onnx/nodes.py": "from gradreg_plugins.onnx import shapes\n"})
+    assert plugin_cycles(tree) == [["gradreg_plugins.onnx.exporter", "gradreg_plugins.onnx.format",
+                                    "gradreg_plugins.onnx.grads.sampling"]]
+
+
+def test_the_function_import_check_counts_groups_and_wants_a_reason_for_each(tmp_path):
+    tree = _tree(tmp_path, {
+        "gradreg_plugins/__init__.py": "", "gradreg_plugins/onnx/__init__.py": "",
+        "gradreg_plugins/onnx/importer.py": (
+            "def read():\n    import onnx  # an optional dependency\n    from onnx import helper\n"
+            "def write():\n    from gradreg_plugins.onnx import exporter\n"
+            "def convert():\n    # start-up: the converter is big\n    import gradreg_plugins.onnx.opset\n")})
+    assert function_import_problems(tree, 3) == [
+        "gradreg_plugins/onnx/importer.py:5: an import inside a function needs a comment giving the reason"]
+    assert function_import_problems(tree, 2)[0].startswith("3 groups of imports inside functions (at most 2)")
+
+
+def test_the_family_check_sees_an_import_of_an_undeclared_module_of_another_family(tmp_path):
+    tree = _tree(tmp_path, {
+        "gradreg_plugins/__init__.py": "", "gradreg_plugins/rule_helpers.py": "",
+        "gradreg_plugins/array/__init__.py": 'public_modules = ("slicing",)\n',
+        "gradreg_plugins/array/slicing.py": "", "gradreg_plugins/array/grads.py": "",
+        "gradreg_plugins/math/__init__.py": "",
+        "gradreg_plugins/math/kernels.py": "from gradreg_plugins.array import slicing\n"
+                                           "from gradreg_plugins.rule_helpers import conj\n",
+        "gradreg_plugins/math/grads.py": "from gradreg_plugins.math import kernels\n"
+                                         "from gradreg_plugins.array.grads import landed_indices\n"})
+    problems = cross_family_problems(tree)
+    assert len(problems) == 1 and problems[0].startswith(
+        "gradreg_plugins.math.grads:2 imports gradreg_plugins.array.grads, which the array family does not declare "
+        "public")

@@ -14,7 +14,8 @@ plugin may use: ``dense``, ``ints``, ``reshape_like``, ``shape_vector``).
 Rules are formulas over Tensors (``a * b``, ``-g``, ``g / x``) and the families' builders; these
 helpers cover what an operator cannot say: conjugating only complex values, summing a broadcast
 gradient back to its operand's shape (TensorFlow's ``_ReduceGradientArgs``), and a reduction's
-gradient broadcast back over the reduced axes (:class:`Reduction`). Whatever the static shapes
+gradient broadcast back over the reduced axes (:class:`Reduction`), which rows of an overwriting
+scatter landed (:func:`landed_indices`). Whatever the static shapes
 tell is computed in Python and written as Consts; Shape-based nodes are the fallback.
 
 The onnx family's rules build ONNX ops instead: their helpers are ``gradreg_plugins.onnx.grads.common``.
@@ -34,8 +35,8 @@ from gradreg.model.graph import Operation, Tensor
 from gradreg.model.shape_inference import constant_value
 from gradreg.model.shapes import TensorShape
 
-__all__ = ["FLOATING", "Reduction", "broadcast_axes", "conj", "dense_gradients", "is_floating", "scalar",
-           "unbroadcast", "unbroadcast_batch", "unbroadcast_to"]
+__all__ = ["FLOATING", "Reduction", "broadcast_axes", "conj", "dense_gradients", "is_floating", "landed_indices",
+           "scalar", "unbroadcast", "unbroadcast_batch", "unbroadcast_to"]
 
 # The dtypes gradients flow through (real and complex floating point).
 FLOATING = frozenset({dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64,
@@ -56,7 +57,7 @@ def conj(t: Tensor) -> Tensor:
     return apply_op("Conj", t) if t.known_dtype.is_complex else t
 
 
-def scalar(value: Any, like: Tensor | dtypes.DType) -> Tensor:
+def scalar(value: Any, like: Any) -> Tensor:
     """A scalar Const of the dtype of ``like`` (a Tensor or a DType)."""
     dtype = like if isinstance(like, dtypes.DType) else like.known_dtype.base_dtype
     return constant(value, dtype)
@@ -153,6 +154,41 @@ def unbroadcast_batch(x: Tensor, y: Tensor, gx: Any, gy: Any) -> tuple[Any, Any]
     return _sum_to_dynamic(gx, rx, sx), _sum_to_dynamic(gy, ry, sy)
 
 
+# -- scatters --------------------------------------------------------------------------------------
+
+def landed_indices(indices: Tensor, prefix_shape: Tensor | None, policy: bytes = b"") -> Tensor | None:
+    """For a scatter that overwrites (the last write to a row lands, as on TensorFlow's CPU): its
+    indices [..., depth] with the rows a later write overwrote replaced by -1, so that GatherNd
+    with the IGNORE policy reads zeros for them. None when no row can repeat.
+
+    With constant indices this is worked out while building the graph. Otherwise
+    ``prefix_shape`` (the shape of the indexed dims, a vector of the indices' type) is filled
+    with -1, each write's ordinal is scattered like the writes, and a write landed where its
+    ordinal is the one read back."""
+    known = constant_value(indices)
+    index_dtype = dtypes.int64 if indices.known_dtype.base_dtype is dtypes.int64 else dtypes.int32
+    if known is not None:
+        known = np.asarray(known, dtype=np.int64)
+        rows = known.reshape(-1, known.shape[-1]) if known.ndim else known.reshape(1, 0)
+        if rows.shape[0] < 2 or np.unique(rows, axis=0).shape[0] == rows.shape[0]:
+            return None
+        _, first_in_reversed = np.unique(rows[::-1], axis=0, return_index=True)
+        landed = np.zeros(rows.shape[0], bool)
+        landed[rows.shape[0] - 1 - first_in_reversed] = True
+        return constant(np.where(landed[:, None], rows, -1).reshape(known.shape).astype(index_dtype.np), index_dtype)
+    if indices.known_dtype.base_dtype is not index_dtype:
+        indices = apply_op("Cast", indices, DstT=index_dtype)
+    assert prefix_shape is not None, "run-time indices need the shape of the indexed dims"
+    batch = apply_op("StridedSlice", apply_op("Shape", indices, out_type=index_dtype), [0], [-1], [1], begin_mask=1)
+    count = apply_op("Prod", batch, rules.ints([0]))
+    ordinals = apply_op("Reshape", apply_op("Range", rules.ints(0, index_dtype), count, rules.ints(1, index_dtype)),
+                        batch)
+    unset = apply_op("Fill", prefix_shape, rules.ints(-1, index_dtype))
+    written = apply_op("TensorScatterUpdate", unset, indices, ordinals, bad_indices_policy=policy)
+    landed = apply_op("Equal", apply_op("GatherNd", written, indices, bad_indices_policy=policy), ordinals)
+    return apply_op("SelectV2", apply_op("ExpandDims", landed, rules.ints(-1)), indices, rules.ints(-1, index_dtype))
+
+
 # -- reductions ---------------------------------------------------------------------------------
 
 class Reduction:
@@ -160,17 +196,20 @@ class Reduction:
     sorted non-negative axes when both are static (``static``), else graph-computed values."""
 
     def __init__(self, op: Operation):
-        self.x = op.inputs[0]
-        self.axes_tensor = op.inputs[1]
-        self.keep_dims = op.get_attr("keep_dims")
+        self.x: Tensor = op.inputs[0]
+        self.axes_tensor: Tensor = op.inputs[1]
+        self.keep_dims = bool(op.get_attr("keep_dims"))
         rank = self.x.shape.rank
         axes = constant_value(self.axes_tensor)
         self.static = rank is not None and axes is not None
-        self._kept_shape = None
-        if self.static:
-            self.rank = rank
+        self._kept_shape: Tensor | None = None
+        # With ``static``: the input's rank and dims (None where unknown), the reduced axes sorted.
+        self.rank: int = rank or 0
+        self.axes: list[int] = []
+        self.dims: list[Any] = []
+        if rank is not None and axes is not None:
             self.axes = sorted({int(a) % rank for a in np.asarray(axes).reshape(-1)}) if rank else []
-            self.dims = list(self.x.shape.dims)
+            self.dims = list(self.x.shape.dims or ())
 
     def kept_dims(self, t: Tensor) -> Tensor:
         """``t``, shaped like the op's output, reshaped as if keep_dims were set."""
@@ -200,7 +239,7 @@ class Reduction:
 
     def _int32_axes(self) -> Tensor:
         axes = self.axes_tensor
-        return axes if axes.dtype.base_dtype is dtypes.int32 else apply_op("Cast", axes, DstT=dtypes.int32)
+        return axes if axes.known_dtype.base_dtype is dtypes.int32 else apply_op("Cast", axes, DstT=dtypes.int32)
 
     def normalized_axes(self) -> Tensor:
         """The reduced axes as a non-negative int32 vector."""

@@ -19,6 +19,7 @@ from gradreg.model.indexed_slices import IndexedSlices
 from gradreg.model.shape_inference import constant_value
 from gradreg.model.shapes import TensorShape
 from gradreg_plugins.array import family, slicing
+from gradreg_plugins.rule_helpers import landed_indices
 
 _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
@@ -628,39 +629,6 @@ def _landed_updates(op) -> Tensor | None:
     prefix = apply_op("StridedSlice", apply_op("Shape", tensor, out_type=index_dtype), rules.ints([0], index_dtype),
                       depth, rules.ints([1], index_dtype))
     return landed_indices(indices, prefix, policy)
-
-
-def landed_indices(indices: Tensor, prefix_shape: Tensor | None, policy: bytes = b"") -> Tensor | None:
-    """For a scatter that overwrites (the last write to a row lands, as on TensorFlow's CPU): its
-    indices [..., depth] with the rows a later write overwrote replaced by -1, so that GatherNd
-    with the IGNORE policy reads zeros for them. None when no row can repeat.
-
-    With constant indices this is worked out while building the graph. Otherwise
-    ``prefix_shape`` (the shape of the indexed dims, a vector of the indices' type) is filled
-    with -1, each write's ordinal is scattered like the writes, and a write landed where its
-    ordinal is the one read back."""
-    known = constant_value(indices)
-    index_dtype = dtypes.int64 if indices.known_dtype.base_dtype is dtypes.int64 else dtypes.int32
-    if known is not None:
-        known = np.asarray(known, dtype=np.int64)
-        rows = known.reshape(-1, known.shape[-1]) if known.ndim else known.reshape(1, 0)
-        if rows.shape[0] < 2 or np.unique(rows, axis=0).shape[0] == rows.shape[0]:
-            return None
-        _, first_in_reversed = np.unique(rows[::-1], axis=0, return_index=True)
-        landed = np.zeros(rows.shape[0], bool)
-        landed[rows.shape[0] - 1 - first_in_reversed] = True
-        return constant(np.where(landed[:, None], rows, -1).reshape(known.shape).astype(index_dtype.np), index_dtype)
-    if indices.known_dtype.base_dtype is not index_dtype:
-        indices = apply_op("Cast", indices, DstT=index_dtype)
-    assert prefix_shape is not None, "run-time indices need the shape of the indexed dims"
-    batch = apply_op("StridedSlice", apply_op("Shape", indices, out_type=index_dtype), [0], [-1], [1], begin_mask=1)
-    count = apply_op("Prod", batch, rules.ints([0]))
-    ordinals = apply_op("Reshape", apply_op("Range", rules.ints(0, index_dtype), count, rules.ints(1, index_dtype)),
-                        batch)
-    unset = apply_op("Fill", prefix_shape, rules.ints(-1, index_dtype))
-    written = apply_op("TensorScatterUpdate", unset, indices, ordinals, bad_indices_policy=policy)
-    landed = apply_op("Equal", apply_op("GatherNd", written, indices, bad_indices_policy=policy), ordinals)
-    return apply_op("SelectV2", apply_op("ExpandDims", landed, rules.ints(-1)), indices, rules.ints(-1, index_dtype))
 
 
 @family.gradient("TensorScatterAdd")

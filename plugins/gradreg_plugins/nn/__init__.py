@@ -20,6 +20,10 @@ family = OpFamily(
     gradient_modules=["gradreg_plugins.nn.grads"],
 )
 
+# The modules other families may import (tests/test_architecture.py holds every other module private
+# to this family): kernels: round_bfloat16, which image's kernels round with.
+public_modules = ("kernels",)
+
 from gradreg_plugins.nn import (  # noqa: E402,F401  (they fill the family's tables)
     api,
     ctc,

@@ -22,8 +22,7 @@ from gradreg.autodiff import rules
 from gradreg.build.builders import apply_op, as_dense
 from gradreg.model import dtypes
 from gradreg.model.graph import Tensor
-from gradreg_plugins.array.grads import landed_indices
-from gradreg_plugins.rule_helpers import conj
+from gradreg_plugins.rule_helpers import conj, landed_indices
 from gradreg_plugins.sparse import family
 
 family.not_differentiable("SparseAddGrad")
