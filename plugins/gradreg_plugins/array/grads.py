@@ -74,7 +74,7 @@ def _product(values: list):
     out: int | Tensor = known
     for v in values:
         if isinstance(v, Tensor):
-            out = v if isinstance(out, int) and out == 1 else apply_op("Mul", out, v)
+            out = v if isinstance(out, int) and out == 1 else out * v
     return out
 
 
@@ -240,7 +240,7 @@ def _concat_sparse_grad(grad: IndexedSlices, values: list, axis: int, sizes: lis
             in_range = apply_op("LogicalAnd", apply_op("GreaterEqual", indices, rules.ints(start, index_dtype)),
                                 apply_op("Less", indices, rules.ints(start + size, index_dtype)))
             picked = apply_op("Squeeze", apply_op("Where", in_range), squeeze_dims=[1])
-            rows = apply_op("Sub", apply_op("GatherV2", indices, picked, 0), rules.ints(start, index_dtype))
+            rows = apply_op("GatherV2", indices, picked, 0) - rules.ints(start, index_dtype)
             out.append(IndexedSlices(apply_op("GatherV2", grad.values, picked, 0), rows, dense_shape))
         else:
             begin = [0] * len(value.shape.dims)
@@ -267,8 +267,8 @@ def _slice_grad(op, grad):
         paddings = constant(np.stack([before, after], axis=1).astype(index_dtype.np), index_dtype)
     else:
         column = rules.ints([-1, 1])
-        grown = apply_op("Sub", rules.shape_vector(x, index_dtype), rules.shape_vector(op.outputs[0], index_dtype))
-        after = apply_op("Sub", grown, begin)
+        grown = rules.shape_vector(x, index_dtype) - rules.shape_vector(op.outputs[0], index_dtype)
+        after = grown - begin
         paddings = apply_op("ConcatV2", [apply_op("Reshape", begin, column), apply_op("Reshape", after, column)], 1)
     return apply_op("Pad", as_dense(grad), paddings), None, None
 
@@ -328,7 +328,7 @@ def _pad_v2_grad(op, grad):
     fill = op.inputs[2]
     dfill = None
     if fill.dtype.is_differentiable and constant_value(fill) is None:
-        dfill = apply_op("Sub", _sum_all(grad), _sum_all(dx))
+        dfill = _sum_all(grad) - _sum_all(dx)
     return dx, None, dfill
 
 
@@ -497,10 +497,11 @@ def _gather_axis_gradient(params, indices, grad, axis: int, batch_dims: int, out
     middle = p.range(b, a) + inner                   # the dims after the row dim, once moved
     if b:
         batches = _product(batch)
-        offsets = apply_op("Mul", apply_op("Range", _cast_scalar(0, index_dtype), _cast_scalar(batches, index_dtype),
-                                           _cast_scalar(1, index_dtype)), _cast_scalar(rows, index_dtype))
+        ordinals = apply_op("Range", _cast_scalar(0, index_dtype), _cast_scalar(batches, index_dtype),
+                            _cast_scalar(1, index_dtype))
+        offsets = ordinals * _cast_scalar(rows, index_dtype)
         offsets = apply_op("Reshape", offsets, _vector(batch + [1] * k))
-        indices = apply_op("AddV2", indices, offsets)
+        indices = indices + offsets
         values = apply_op("Reshape", values, _vector([_product([batches, count])] + middle))
         segments = _product([batches, rows])
     else:
@@ -532,16 +533,16 @@ def _gather_axis_gradient_dynamic(params, indices, grad, axis_tensor, batch_dims
     params_shape = apply_op("Shape", params)
     rank = apply_op("Rank", params)
     a = apply_op("FloorMod", axis_tensor, rank)
-    a1 = apply_op("AddV2", a, rules.ints(1))
+    a1 = a + rules.ints(1)
     a_vec, a1_vec = apply_op("Reshape", a, rules.ints([1])), apply_op("Reshape", a1, rules.ints([1]))
-    k = apply_op("Sub", apply_op("Rank", indices), rules.ints(b))
+    k = apply_op("Rank", indices) - rules.ints(b)
 
     def piece(begin, end, **masks):
         return apply_op("StridedSlice", params_shape, begin, end, rules.ints([1]), **masks)
     outer, inner = piece(rules.ints([0]), a_vec, begin_mask=1), piece(a1_vec, rules.ints([0]), end_mask=1)
     rows = apply_op("Reshape", piece(a_vec, a1_vec), rules.ints([]))
     index_dims = apply_op("StridedSlice", apply_op("Shape", grad), a_vec,
-                          apply_op("AddV2", a_vec, apply_op("Reshape", k, rules.ints([1]))), rules.ints([1]))
+                          a_vec + apply_op("Reshape", k, rules.ints([1])), rules.ints([1]))
     count = apply_op("Prod", index_dims, rules.ints([0]), keep_dims=True)
     values = apply_op("Reshape", grad, apply_op("ConcatV2", [outer, count, inner], 0))
 
@@ -554,13 +555,13 @@ def _gather_axis_gradient_dynamic(params, indices, grad, axis_tensor, batch_dims
     if b:
         batch = piece(rules.ints([0]), rules.ints([b]))
         batches = apply_op("Prod", batch, rules.ints([0]))
-        segments = apply_op("Mul", batches, rows)
+        segments = batches * rows
         batch_index = apply_op("Range", rules.ints(0, index_dtype), apply_op("Cast", batches, DstT=index_dtype),
                                rules.ints(1, index_dtype))
-        offsets = apply_op("Mul", batch_index, apply_op("Cast", rows, DstT=index_dtype))
+        offsets = batch_index * apply_op("Cast", rows, DstT=index_dtype)
         ones = apply_op("Fill", apply_op("Reshape", k, rules.ints([1])), rules.ints(1))
         offsets = apply_op("Reshape", offsets, apply_op("ConcatV2", [batch, ones], 0))
-        indices = apply_op("AddV2", indices, offsets)
+        indices = indices + offsets
         flat_rows = apply_op("ExpandDims", apply_op("Size", indices), 0)
         values = apply_op("Reshape", values, apply_op("ConcatV2", [flat_rows, middle], 0))
     else:
@@ -699,8 +700,8 @@ def _matrix_diag_part_grad(op, grad):
         return apply_op("Pad", block, paddings)
     shape = apply_op("Shape", x)
     matrix = apply_op("StridedSlice", shape, [-2], [0], [1], end_mask=1)
-    extra = apply_op("Sub", matrix, apply_op("Min", matrix, rules.ints(0), keep_dims=True))
-    leading = apply_op("Fill", apply_op("Pack", [apply_op("Sub", apply_op("Rank", x), rules.ints(2)), rules.ints(2)]),
+    extra = matrix - apply_op("Min", matrix, rules.ints(0), keep_dims=True)
+    leading = apply_op("Fill", apply_op("Pack", [apply_op("Rank", x) - rules.ints(2), rules.ints(2)]),
                        rules.ints(0))
     tail = apply_op("Pack", [apply_op("ZerosLike", extra), extra], axis=1)
     return apply_op("Pad", block, apply_op("ConcatV2", [leading, tail], 0))

@@ -164,7 +164,7 @@ def _while_grad(op, *grads):
         values, lists = rest[:n], rest[n:]
         pushed = [lst if same else apply_op("TensorListPushBack", lst, v)
                   for lst, v, same in zip(lists, values, invariant)]
-        return [apply_op("AddV2", count, 1)] + _call(body.name, values, types) + pushed
+        return [count + 1] + _call(body.name, values, types) + pushed
     acc_body = make_function(library, f"{body.name}_accumulating", [count_type] + types + slot_types,
                              accumulating_body)
     empty = [x if same else apply_op("EmptyTensorList", convert_to_tensor(-1, dtypes.int32),
@@ -184,7 +184,7 @@ def _while_grad(op, *grads):
                   for lst, t, same in zip(lists, types, invariant)]
         values = [p[1] for p in popped]
         input_grads = _call(body_grad, list(values) + list(output_grads), grad_types)
-        return [apply_op("Sub", count, 1)] + input_grads + [p[0] for p in popped]
+        return [count - 1] + input_grads + [p[0] for p in popped]
     back_body = make_function(library, f"{body.name}_backward_body", [count_type] + grad_types + slot_types,
                               backward_body)
     backward = apply_op("StatelessWhile", [trip_count] + _dense_output_grads(op, grads) + list(lists),

@@ -215,14 +215,14 @@ def _resize_last_dims(t: Tensor, current: list, target: list) -> Tensor:
         return t
     current_v, target_v = _vector(current), _vector(target)
     t = _slice_last_dims(t, apply_op("Minimum", current_v, target_v), rank)
-    return _pad_last_dims(t, apply_op("Maximum", apply_op("Sub", target_v, current_v), rules.ints(0)), rank)
+    return _pad_last_dims(t, apply_op("Maximum", target_v - current_v, rules.ints(0)), rank)
 
 
 def _leading(t: Tensor, rank: int, fill: int) -> Tensor:
     """A vector of ``fill`` for each of t's dims before the last ``rank``."""
     if t.shape.rank is not None:
         return rules.ints([fill] * (t.shape.rank - rank))
-    count = apply_op("Sub", apply_op("Rank", t), rules.ints(rank))
+    count = apply_op("Rank", t) - rules.ints(rank)
     return apply_op("Fill", apply_op("Reshape", count, rules.ints([1])), rules.ints(fill))
 
 

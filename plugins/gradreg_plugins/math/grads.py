@@ -54,31 +54,19 @@ def _ints(values) -> Tensor:
     return rules.ints(values, dtypes.int32)
 
 
-def _mul(a, b) -> Tensor:
-    return apply_op("Mul", a, b)
-
-
-def _div(a, b) -> Tensor:
-    return apply_op("RealDiv", a, b)
-
-
-def _neg(t) -> Tensor:
-    return apply_op("Neg", t)
-
-
 # -- unary ----------------------------------------------------------------------------------------
 
 @family.gradient("Abs")
 @dense_gradients
 def _abs_grad(op, grad):
-    return _mul(grad, apply_op("Sign", op.inputs[0]))
+    return grad * apply_op("Sign", op.inputs[0])
 
 
 @family.gradient("Neg")
 def _neg_grad(op, grad):
     if isinstance(grad, IndexedSlices):
-        return IndexedSlices(_neg(grad.values), grad.indices, grad.dense_shape)
-    return _neg(grad)
+        return IndexedSlices(-grad.values, grad.indices, grad.dense_shape)
+    return -grad
 
 
 @family.gradient("Sign")
@@ -91,7 +79,7 @@ def _sign_grad(op, grad):
 @dense_gradients
 def _square_grad(op, grad):
     x = conj(op.inputs[0])
-    return _mul(grad, _mul(x, scalar(2, x)))
+    return grad * (x * scalar(2, x))
 
 
 @family.gradient("Sqrt")
@@ -115,82 +103,82 @@ def _reciprocal_grad(op, grad):
 @family.gradient("Exp")
 @dense_gradients
 def _exp_grad(op, grad):
-    return _mul(grad, conj(op.outputs[0]))
+    return grad * conj(op.outputs[0])
 
 
 @family.gradient("Expm1")
 @dense_gradients
 def _expm1_grad(op, grad):
-    return _mul(grad, apply_op("Exp", conj(op.inputs[0])))
+    return grad * apply_op("Exp", conj(op.inputs[0]))
 
 
 @family.gradient("Log")
 @dense_gradients
 def _log_grad(op, grad):
-    return _mul(grad, apply_op("Reciprocal", conj(op.inputs[0])))
+    return grad * apply_op("Reciprocal", conj(op.inputs[0]))
 
 
 @family.gradient("Log1p")
 @dense_gradients
 def _log1p_grad(op, grad):
     x = conj(op.inputs[0])
-    return _mul(grad, apply_op("Reciprocal", apply_op("AddV2", scalar(1, x), x)))
+    return grad * apply_op("Reciprocal", scalar(1, x) + x)
 
 
 @family.gradient("Sin")
 @dense_gradients
 def _sin_grad(op, grad):
-    return _mul(grad, apply_op("Cos", conj(op.inputs[0])))
+    return grad * apply_op("Cos", conj(op.inputs[0]))
 
 
 @family.gradient("Cos")
 @dense_gradients
 def _cos_grad(op, grad):
-    return _mul(_neg(grad), apply_op("Sin", conj(op.inputs[0])))
+    return -grad * apply_op("Sin", conj(op.inputs[0]))
 
 
 @family.gradient("Tan")
 @dense_gradients
 def _tan_grad(op, grad):
     secant = apply_op("Reciprocal", apply_op("Cos", conj(op.inputs[0])))
-    return _mul(apply_op("Square", secant), grad)
+    return apply_op("Square", secant) * grad
 
 
 def _inverse_sqrt_one_minus_square(x: Tensor) -> Tensor:
     """1 / sqrt(1 - x^2), the derivative of asin."""
     x = conj(x)
-    return apply_op("Reciprocal", apply_op("Sqrt", apply_op("Sub", scalar(1, x), apply_op("Square", x))))
+    return apply_op("Reciprocal", apply_op("Sqrt", scalar(1, x) - apply_op("Square", x)))
 
 
 @family.gradient("Asin")
 @dense_gradients
 def _asin_grad(op, grad):
-    return _mul(grad, _inverse_sqrt_one_minus_square(op.inputs[0]))
+    return grad * _inverse_sqrt_one_minus_square(op.inputs[0])
 
 
 @family.gradient("Acos")
 @dense_gradients
 def _acos_grad(op, grad):
-    return _mul(_neg(grad), _inverse_sqrt_one_minus_square(op.inputs[0]))
+    return -grad * _inverse_sqrt_one_minus_square(op.inputs[0])
 
 
 @family.gradient("Atan")
 @dense_gradients
 def _atan_grad(op, grad):
     x = conj(op.inputs[0])
-    return _mul(grad, apply_op("Reciprocal", apply_op("AddV2", scalar(1, x), apply_op("Square", x))))
+    return grad * apply_op("Reciprocal", scalar(1, x) + apply_op("Square", x))
 
 
 @family.gradient("Sinh")
 @dense_gradients
 def _sinh_grad(op, grad):
-    return _mul(grad, apply_op("Cosh", conj(op.inputs[0])))
+    return grad * apply_op("Cosh", conj(op.inputs[0]))
 
 
 @family.gradient("Cosh")
 @dense_gradients
 def _cosh_grad(op, grad):
-    return _mul(grad, apply_op("Sinh", conj(op.inputs[0])))
+    return grad * apply_op("Sinh", conj(op.inputs[0]))
 
 
 @family.gradient("Tanh")
@@ -202,20 +190,20 @@ def _tanh_grad(op, grad):
 @family.gradient("Asinh")
 @dense_gradients
 def _asinh_grad(op, grad):
-    return _div(grad, apply_op("Cosh", conj(op.outputs[0])))
+    return grad / apply_op("Cosh", conj(op.outputs[0]))
 
 
 @family.gradient("Acosh")
 @dense_gradients
 def _acosh_grad(op, grad):
-    return _div(grad, apply_op("Sinh", conj(op.outputs[0])))
+    return grad / apply_op("Sinh", conj(op.outputs[0]))
 
 
 @family.gradient("Atanh")
 @dense_gradients
 def _atanh_grad(op, grad):
     x = conj(op.inputs[0])
-    return _mul(grad, apply_op("Reciprocal", apply_op("Sub", scalar(1, x), apply_op("Square", x))))
+    return grad * apply_op("Reciprocal", scalar(1, x) - apply_op("Square", x))
 
 
 @family.gradient("Sigmoid")
@@ -225,25 +213,25 @@ def _sigmoid_grad(op, grad):
 
 
 def _gaussian(x: Tensor) -> Tensor:
-    return apply_op("Exp", _neg(apply_op("Square", conj(x))))
+    return apply_op("Exp", -apply_op("Square", conj(x)))
 
 
 @family.gradient("Erf")
 @dense_gradients
 def _erf_grad(op, grad):
-    return _mul(_mul(grad, scalar(2 / np.sqrt(np.pi), grad)), _gaussian(op.inputs[0]))
+    return grad * scalar(2 / np.sqrt(np.pi), grad) * _gaussian(op.inputs[0])
 
 
 @family.gradient("Erfc")
 @dense_gradients
 def _erfc_grad(op, grad):
-    return _mul(_mul(grad, scalar(-2 / np.sqrt(np.pi), grad)), _gaussian(op.inputs[0]))
+    return grad * scalar(-2 / np.sqrt(np.pi), grad) * _gaussian(op.inputs[0])
 
 
 @family.gradient("Lgamma")
 @dense_gradients
 def _lgamma_grad(op, grad):
-    return _mul(grad, apply_op("Digamma", conj(op.inputs[0])))
+    return grad * apply_op("Digamma", conj(op.inputs[0]))
 
 
 @family.gradient("Digamma")
@@ -251,7 +239,7 @@ def _lgamma_grad(op, grad):
 def _digamma_grad(op, grad):
     """Polygamma(1, x), the trigamma function."""
     x = conj(op.inputs[0])
-    return _mul(grad, apply_op("Polygamma", scalar(1, x), x))
+    return grad * apply_op("Polygamma", scalar(1, x), x)
 
 
 @family.gradient("Real")
@@ -282,7 +270,7 @@ def _angle_grad(op, grad):
     swapped = apply_op("Complex", apply_op("Imag", x, Tout=real_type), apply_op("Real", x, Tout=real_type),
                        Tout=complex_type)
     as_complex = apply_op("Complex", grad, scalar(0, grad), Tout=complex_type)
-    return _mul(_neg(as_complex), apply_op("Reciprocal", swapped))
+    return -as_complex * apply_op("Reciprocal", swapped)
 
 
 @family.gradient("ComplexAbs")
@@ -290,7 +278,7 @@ def _angle_grad(op, grad):
 def _complex_abs_grad(op, grad):
     complex_type = op.inputs[0].dtype.base_dtype
     zero = scalar(0, grad)
-    numerator = _mul(apply_op("Complex", grad, zero, Tout=complex_type), op.inputs[0])
+    numerator = apply_op("Complex", grad, zero, Tout=complex_type) * op.inputs[0]
     return apply_op("DivNoNan", numerator, apply_op("Complex", op.outputs[0], zero, Tout=complex_type))
 
 
@@ -301,7 +289,7 @@ def _complex_abs_grad(op, grad):
 def _tanh_grad_grad(op, grad):
     """z = b * (1 - a^2): dz/da = -2 a b, dz/db = 1 - a^2."""
     a, b = conj(op.inputs[0]), conj(op.inputs[1])
-    return _mul(_mul(_mul(grad, scalar(-2, grad)), b), a), apply_op("TanhGrad", a, grad)
+    return grad * scalar(-2, grad) * b * a, apply_op("TanhGrad", a, grad)
 
 
 @family.gradient("SigmoidGrad")
@@ -309,16 +297,16 @@ def _tanh_grad_grad(op, grad):
 def _sigmoid_grad_grad(op, grad):
     """z = b * a * (1 - a): dz/da = b (1 - 2 a), dz/db = a (1 - a)."""
     a, b = conj(op.inputs[0]), conj(op.inputs[1])
-    gb = _mul(grad, b)
-    return apply_op("Sub", gb, _mul(_mul(scalar(2, gb), gb), a)), apply_op("SigmoidGrad", a, grad)
+    gb = grad * b
+    return gb - scalar(2, gb) * gb * a, apply_op("SigmoidGrad", a, grad)
 
 
 @family.gradient("SqrtGrad")
 @dense_gradients
 def _sqrt_grad_grad(op, grad):
     """z = 0.5 b / conj(a)."""
-    ga = _div(grad, op.inputs[0])
-    return _mul(_neg(conj(ga)), op.outputs[0]), _mul(scalar(0.5, ga), ga)
+    ga = grad / op.inputs[0]
+    return -conj(ga) * op.outputs[0], scalar(0.5, ga) * ga
 
 
 @family.gradient("RsqrtGrad")
@@ -326,7 +314,7 @@ def _sqrt_grad_grad(op, grad):
 def _rsqrt_grad_grad(op, grad):
     """z = -0.5 b conj(a)^3."""
     a, b = conj(op.inputs[0]), op.inputs[1]
-    ga = _mul(_mul(_mul(scalar(-1.5, grad), conj(grad)), b), apply_op("Square", a))
+    ga = scalar(-1.5, grad) * conj(grad) * b * apply_op("Square", a)
     return ga, apply_op("RsqrtGrad", a, grad)
 
 
@@ -335,7 +323,7 @@ def _rsqrt_grad_grad(op, grad):
 def _reciprocal_grad_grad(op, grad):
     """z = -b conj(a)^2."""
     a, b = conj(op.inputs[0]), op.inputs[1]
-    return _mul(_mul(_mul(conj(grad), scalar(-2, grad)), b), a), apply_op("ReciprocalGrad", a, grad)
+    return conj(grad) * scalar(-2, grad) * b * a, apply_op("ReciprocalGrad", a, grad)
 
 
 # -- binary elementwise ---------------------------------------------------------------------------
@@ -356,7 +344,7 @@ def _sub_grad(op, grad):
 @dense_gradients
 def _mul_grad(op, grad):
     x, y = op.inputs
-    return unbroadcast(x, y, _mul(grad, conj(y)), _mul(conj(x), grad))
+    return unbroadcast(x, y, grad * conj(y), conj(x) * grad)
 
 
 @family.gradient("MulNoNan")
@@ -372,7 +360,7 @@ def _mul_no_nan_grad(op, grad):
 def _div_grad(op, grad):
     x, y = op.inputs
     cx, cy = conj(x), conj(y)
-    return unbroadcast(x, y, _div(grad, cy), _mul(grad, _div(_div(_neg(cx), cy), cy)))
+    return unbroadcast(x, y, grad / cy, grad * (-cx / cy / cy))
 
 
 @family.gradient("DivNoNan")
@@ -380,7 +368,7 @@ def _div_grad(op, grad):
 def _div_no_nan_grad(op, grad):
     x, y = op.inputs
     cx, cy = conj(x), conj(y)
-    gy = _mul(grad, apply_op("DivNoNan", apply_op("DivNoNan", _neg(cx), cy), cy))
+    gy = grad * apply_op("DivNoNan", apply_op("DivNoNan", -cx, cy), cy)
     return unbroadcast(x, y, apply_op("DivNoNan", grad, cy), gy)
 
 
@@ -390,7 +378,7 @@ def _floor_mod_grad(op, grad):
     """x - floor(x / y) y: (1, -floor(x / y))."""
     x, y = op.inputs
     quotient = apply_op("FloorDiv", conj(x), conj(y))
-    return unbroadcast(x, y, grad, _mul(grad, _neg(quotient)))
+    return unbroadcast(x, y, grad, grad * -quotient)
 
 
 @family.gradient("Mod", "TruncateMod")
@@ -399,8 +387,8 @@ def _truncate_mod_grad(op, grad):
     """x - trunc(x / y) y: (1, -trunc(x / y)). The quotient is read off the op's output,
     (x - z) / y, rounded to the integer it is (TensorFlow has no float TruncateDiv kernel)."""
     x, y = op.inputs
-    quotient = apply_op("Round", _div(apply_op("Sub", x, op.outputs[0]), y))
-    return unbroadcast(x, y, grad, _mul(grad, _neg(quotient)))
+    quotient = apply_op("Round", (x - op.outputs[0]) / y)
+    return unbroadcast(x, y, grad, grad * -quotient)
 
 
 @family.gradient("Pow")
@@ -410,12 +398,12 @@ def _pow_grad(op, grad):
     where the real logarithm is undefined, as in TensorFlow."""
     x, y = op.inputs
     cx, cy = conj(x), conj(y)
-    gx = _mul(_mul(grad, cy), apply_op("Pow", cx, apply_op("Sub", cy, scalar(1, cy))))
+    gx = grad * cy * apply_op("Pow", cx, cy - scalar(1, cy))
     zero, one = scalar(0, x), scalar(1, x)
     usable = apply_op("NotEqual", cx, zero) if x.dtype.is_complex else apply_op("Greater", cx, zero)
     safe_x = apply_op("SelectV2", usable, cx, one)
     log_x = apply_op("SelectV2", usable, apply_op("Log", safe_x), zero)
-    gy = _mul(_mul(grad, conj(op.outputs[0])), log_x)
+    gy = grad * conj(op.outputs[0]) * log_x
     return unbroadcast(x, y, gx, gy)
 
 
@@ -448,8 +436,8 @@ def _squared_difference_grad(op, grad):
     if grad.dtype.is_complex:
         real = apply_op("Real", grad, Tout=grad.dtype.real_dtype)
         grad = apply_op("Complex", real, apply_op("ZerosLike", real), Tout=grad.dtype.base_dtype)
-    gx = _mul(_mul(scalar(2, grad), grad), apply_op("Sub", x, y))
-    return unbroadcast(x, y, gx, _neg(gx))
+    gx = scalar(2, grad) * grad * (x - y)
+    return unbroadcast(x, y, gx, -gx)
 
 
 @family.gradient("Atan2")
@@ -457,8 +445,8 @@ def _squared_difference_grad(op, grad):
 def _atan2_grad(op, grad):
     """atan2(y, x): (x, -y) / (x^2 + y^2)."""
     y, x = op.inputs
-    scaled = _div(grad, apply_op("AddV2", apply_op("Square", y), apply_op("Square", x)))
-    return unbroadcast(y, x, _mul(x, scaled), _mul(_neg(y), scaled))
+    scaled = grad / (apply_op("Square", y) + apply_op("Square", x))
+    return unbroadcast(y, x, x * scaled, -y * scaled)
 
 
 def _x_is_nonzero(x: Tensor) -> Tensor:
@@ -472,7 +460,7 @@ def _xlogy_grad(op, grad):
     cx, cy = conj(x), conj(y)
     partial_x = apply_op("Xlogy", _x_is_nonzero(cx), cy)
     partial_y = apply_op("Xdivy", cx, cy)
-    return unbroadcast(x, y, _mul(partial_x, grad), _mul(partial_y, grad))
+    return unbroadcast(x, y, partial_x * grad, partial_y * grad)
 
 
 @family.gradient("Xlog1py")
@@ -481,8 +469,8 @@ def _xlog1py_grad(op, grad):
     x, y = op.inputs
     cx, cy = conj(x), conj(y)
     partial_x = apply_op("Xlog1py", _x_is_nonzero(cx), cy)
-    partial_y = apply_op("Xdivy", cx, apply_op("AddV2", cy, scalar(1, cy)))
-    return unbroadcast(x, y, _mul(partial_x, grad), _mul(partial_y, grad))
+    partial_y = apply_op("Xdivy", cx, cy + scalar(1, cy))
+    return unbroadcast(x, y, partial_x * grad, partial_y * grad)
 
 
 @family.gradient("Xdivy")
@@ -491,8 +479,8 @@ def _xdivy_grad(op, grad):
     x, y = op.inputs
     cx, cy = conj(x), conj(y)
     partial_x = apply_op("Xdivy", _x_is_nonzero(cx), cy)
-    partial_y = apply_op("Xdivy", _neg(cx), apply_op("Square", cy))
-    return unbroadcast(x, y, _mul(partial_x, grad), _mul(partial_y, grad))
+    partial_y = apply_op("Xdivy", -cx, apply_op("Square", cy))
+    return unbroadcast(x, y, partial_x * grad, partial_y * grad)
 
 
 @family.gradient("Complex")
@@ -576,7 +564,7 @@ def _mean_grad(op, grad):
     else:
         dims = apply_op("GatherV2", apply_op("Shape", r.x), r.normalized_axes(), _ints(0))
         factor = apply_op("Cast", apply_op("Prod", dims, _ints(0)), DstT=sum_grad.dtype.base_dtype)
-    return _div(sum_grad, factor), None
+    return sum_grad / factor, None
 
 
 @family.gradient("Max", "Min")
@@ -587,7 +575,7 @@ def _min_max_grad(op, grad):
     y, grad = r.kept_dims(op.outputs[0]), r.kept_dims(grad)
     indicators = apply_op("Cast", apply_op("Equal", y, r.x), DstT=grad.dtype.base_dtype)
     selected = apply_op("Sum", indicators, op.inputs[1], keep_dims=True)
-    return _mul(_div(indicators, selected), grad), None
+    return indicators / selected * grad, None
 
 
 @family.gradient("EuclideanNorm")
@@ -603,8 +591,8 @@ def _euclidean_norm_grad(op, grad):
         grad = apply_op("Complex", real, apply_op("ZerosLike", real), Tout=grad.dtype.base_dtype)
     norm, grad = r.kept_dims(op.outputs[0]), r.kept_dims(grad)
     if grad.dtype.is_complex:
-        return _mul(r.x, _div(grad, norm)), None
-    return _div(r.x, _div(norm, grad)), None
+        return r.x * (grad / norm), None
+    return r.x / (norm / grad), None
 
 
 @family.gradient("Prod")
@@ -634,10 +622,10 @@ def _prod_grad(op, grad):
         inverse = apply_op("InvertPermutation", perm)
     before = apply_op("Cumprod", matrix, _ints(0), exclusive=True)
     after = apply_op("Cumprod", matrix, _ints(0), exclusive=True, reverse=True)
-    others = rules.reshape_like(_mul(conj(before), conj(after)), permuted)
+    others = rules.reshape_like(conj(before) * conj(after), permuted)
     if permuted is not x:
         others = apply_op("Transpose", others, inverse)
-    return _mul(grad, others), None
+    return grad * others, None
 
 
 def _prod_matrix_shape(x: Tensor, reduced: list[int], other: list[int]) -> Tensor:
@@ -681,7 +669,7 @@ def _cumprod_grad(op, grad):
 
     def reverse_sum_of_products(factors: Tensor) -> Tensor:
         prod = apply_op("Cumprod", factors, axis, exclusive=exclusive, reverse=reverse)
-        return apply_op("Cumsum", _mul(conj(prod), grad), axis, exclusive=exclusive, reverse=not reverse)
+        return apply_op("Cumsum", conj(prod) * grad, axis, exclusive=exclusive, reverse=not reverse)
     divided = apply_op("DivNoNan", reverse_sum_of_products(x), conj(x))
     return apply_op("SelectV2", first_zero, reverse_sum_of_products(x_without_first_zero), divided), None
 
@@ -702,7 +690,7 @@ def _gather_drop_negatives(params: Tensor, ids: Tensor | None, clipped: Tensor |
             for _ in range(gathered.shape.rank - ids.shape.rank):
                 positive = apply_op("ExpandDims", positive, _ints(-1))
         else:
-            extra = apply_op("Sub", apply_op("Rank", gathered), apply_op("Rank", ids))
+            extra = apply_op("Rank", gathered) - apply_op("Rank", ids)
             ones = apply_op("Fill", apply_op("Reshape", extra, _ints([1])), _ints(1))
             positive = apply_op("Reshape", positive, apply_op("ConcatV2", [apply_op("Shape", ids), ones], _ints(0)))
     return apply_op("SelectV2", positive, gathered, scalar(0, gathered)), clipped, positive
@@ -722,7 +710,7 @@ def _unsorted_segment_min_max_grad(op, grad):
     extremes, clipped, positive = _gather_drop_negatives(op.outputs[0], ids)
     selected = apply_op("LogicalAnd", apply_op("Equal", data, extremes), positive)
     shares = apply_op("UnsortedSegmentSum", apply_op("Cast", selected, DstT=grad.dtype.base_dtype), ids, count)
-    gathered = _gather_drop_negatives(_div(grad, shares), None, clipped, positive)[0]
+    gathered = _gather_drop_negatives(grad / shares, None, clipped, positive)[0]
     return apply_op("SelectV2", selected, gathered, scalar(0, gathered)), None, None
 
 
@@ -741,8 +729,8 @@ def _unsorted_segment_prod_grad(op, grad):
     clipped = apply_op("Maximum", ids, scalar(0, ids))
     prod = apply_op("GatherV2", op.outputs[0], clipped, _ints(0))
     prod_of_non_zero = apply_op("GatherV2", non_zero_prod, clipped, _ints(0))
-    partial = apply_op("SelectV2", is_zero, prod_of_non_zero, _div(prod, data))
-    return _mul(_gather_drop_negatives(grad, ids, clipped)[0], partial), None, None
+    partial = apply_op("SelectV2", is_zero, prod_of_non_zero, prod / data)
+    return _gather_drop_negatives(grad, ids, clipped)[0] * partial, None, None
 
 
 @family.gradient("SegmentSum")
@@ -758,11 +746,11 @@ def _segment_mean_grad(op, grad):
     if ids.shape.is_fully_defined() and data.shape.rank is not None:
         ones_shape = _ints(list(ids.shape.dims) + [1] * (data.shape.rank - 1))
     else:
-        trailing = apply_op("Fill", apply_op("Reshape", apply_op("Sub", apply_op("Rank", data), _ints(1)),
+        trailing = apply_op("Fill", apply_op("Reshape", apply_op("Rank", data) - _ints(1),
                                              _ints([1])), _ints(1))
         ones_shape = apply_op("ConcatV2", [apply_op("Shape", ids), trailing], _ints(0))
     ones = apply_op("Fill", ones_shape, scalar(1, grad))
-    scaled = _div(grad, apply_op("SegmentSum", ones, ids))
+    scaled = grad / apply_op("SegmentSum", ones, ids)
     return apply_op("GatherV2", scaled, ids, _ints(0)), None
 
 
@@ -863,7 +851,7 @@ def _matrix_inverse_grad(op, grad):
     inverse = op.outputs[0]
     adjoint = op.get_attr("adjoint")
     inner = apply_op("BatchMatMulV2", grad, inverse, adj_x=adjoint, adj_y=not adjoint)
-    return _neg(apply_op("BatchMatMulV2", inverse, inner, adj_x=not adjoint))
+    return -apply_op("BatchMatMulV2", inverse, inner, adj_x=not adjoint)
 
 
 @family.gradient("MatrixDeterminant")
@@ -873,10 +861,10 @@ def _matrix_determinant_grad(op, grad):
     contradicts its convention: its gradient is then wrong.)"""
     x, det = op.inputs[0], op.outputs[0]
     inverse_adjoint = apply_op("MatrixInverse", x, adjoint=True)
-    scale = _mul(grad, conj(det))
+    scale = grad * conj(det)
     for _ in range(2):
         scale = apply_op("ExpandDims", scale, _ints(-1))
-    return _mul(scale, inverse_adjoint)
+    return scale * inverse_adjoint
 
 
 # -- einsum -----------------------------------------------------------------------------------------
@@ -1025,4 +1013,4 @@ def _einsum_unbroadcast(g: Tensor, x: Tensor, subs: str, out: Tensor, out_subs: 
                                 _ints([-trailing if trailing else 0]), _ints([1]), end_mask=0 if trailing else 1)
         return stop
     rx, _ = apply_op("BroadcastGradientArgs", batch_shape(x, start, after), batch_shape(out, out_start, out_after))
-    return apply_op("Reshape", apply_op("Sum", g, apply_op("AddV2", rx, _ints(start))), apply_op("Shape", x))
+    return apply_op("Reshape", apply_op("Sum", g, rx + _ints(start)), apply_op("Shape", x))

@@ -25,7 +25,7 @@ from gradreg.model.shapes import TensorShape
 from gradreg_plugins.nn import family
 from gradreg_plugins.nn.ops import BATCH_NORM_FORMATS
 from gradreg_plugins.nn.windows import text
-from gradreg_plugins.rule_helpers import unbroadcast_to
+from gradreg_plugins.rule_helpers import scalar, unbroadcast_to
 
 _HALF = (dtypes.float16, dtypes.bfloat16)
 
@@ -101,13 +101,6 @@ def _narrow(x, dtype):
 
 def _constant(value: float, like):
     return np.asarray(value, like.dtype.base_dtype.storage)
-
-
-def _mul(*factors):
-    out = factors[0]
-    for f in factors[1:]:
-        out = apply_op("Mul", out, f)
-    return out
 
 
 def _add_all(terms):
@@ -186,7 +179,7 @@ def _exponential_grad_grad(op_type: str):
         g, y = op.inputs
         negative = apply_op("Less", y, _constant(0, y))
         return (apply_op(op_type, grad, y),
-                apply_op("SelectV2", negative, apply_op("Mul", grad, g), _constant(0, y)))
+                apply_op("SelectV2", negative, grad * g, _constant(0, y)))
     return rule
 
 
@@ -199,9 +192,8 @@ def _softplus_grad_grad(op, grad):
     # SoftplusGrad(g, x) = g * sigmoid(x); sigmoid'(x) = 1 / (exp(-x) + 2 + exp(x)), which
     # tends to 0 (not NaN) when an exp overflows.
     g, x = op.inputs
-    curvature = apply_op("AddV2", apply_op("AddV2", apply_op("Exp", apply_op("Neg", x)), _constant(2, x)),
-                         apply_op("Exp", x))
-    return apply_op("SoftplusGrad", grad, x), apply_op("RealDiv", apply_op("Mul", grad, g), curvature)
+    curvature = apply_op("Exp", -x) + _constant(2, x) + apply_op("Exp", x)
+    return apply_op("SoftplusGrad", grad, x), grad * g / curvature
 
 
 @family.gradient("SoftsignGrad")
@@ -209,10 +201,9 @@ def _softsign_grad_grad(op, grad):
     # SoftsignGrad(g, x) = g / (1 + |x|)^2, whose derivative in x is -2 sign(x) g / (1 + |x|)^3
     # (TensorFlow has no rule for SoftsignGrad).
     g, x = op.inputs
-    scaled = apply_op("SoftsignGrad", apply_op("Mul", grad, g), x)
-    factor = apply_op("RealDiv", apply_op("Mul", apply_op("Sign", x), _constant(-2, x)),
-                      apply_op("AddV2", apply_op("Abs", x), _constant(1, x)))
-    return apply_op("SoftsignGrad", grad, x), apply_op("Mul", scaled, factor)
+    scaled = apply_op("SoftsignGrad", grad * g, x)
+    factor = apply_op("Sign", x) * _constant(-2, x) / (apply_op("Abs", x) + _constant(1, x))
+    return apply_op("SoftsignGrad", grad, x), scaled * factor
 
 
 # -- softmax and cross entropy --------------------------------------------------------------------
@@ -221,30 +212,30 @@ def _softsign_grad_grad(op, grad):
 def _softmax_grad(op, grad):
     # The Jacobian is diag(s) - s s^T: (grad - <grad, s>) * s along the last axis.
     s = op.outputs[0]
-    inner = _sum(apply_op("Mul", grad, s), [-1], keep_dims=True)
-    return apply_op("Mul", apply_op("Sub", grad, inner), s)
+    inner = _sum(grad * s, [-1], keep_dims=True)
+    return (grad - inner) * s
 
 
 @family.gradient("LogSoftmax")
 def _log_softmax_grad(op, grad):
     s = apply_op("Exp", op.outputs[0])
-    return apply_op("Sub", grad, apply_op("Mul", _sum(grad, [-1], keep_dims=True), s))
+    return grad - _sum(grad, [-1], keep_dims=True) * s
 
 
 def _softmax_jvp(grad, s):
     """(grad - <grad, s>) * s: the softmax Jacobian (symmetric) applied to ``grad``, rows of
     a [batch, classes] matrix."""
-    inner = _sum(apply_op("Mul", grad, s), [1], keep_dims=True)
-    return apply_op("Mul", apply_op("Sub", grad, inner), s)
+    inner = _sum(grad * s, [1], keep_dims=True)
+    return (grad - inner) * s
 
 
 def _xent_logits_grad(op, logits, grad_loss, grad_backprop):
     """The logits' gradient of a cross entropy whose outputs are (loss, softmax - labels):
     grad_loss * backprop, plus the backprop output's own gradient through the softmax."""
-    grad = apply_op("Mul", apply_op("ExpandDims", grad_loss, np.int32(-1)), op.outputs[1])
+    grad = apply_op("ExpandDims", grad_loss, np.int32(-1)) * op.outputs[1]
     if _is_zero(grad_backprop):
         return grad
-    return apply_op("AddV2", grad, _softmax_jvp(grad_backprop, apply_op("Softmax", logits)))
+    return grad + _softmax_jvp(grad_backprop, apply_op("Softmax", logits))
 
 
 @family.gradient("SoftmaxCrossEntropyWithLogits")
@@ -257,10 +248,9 @@ def _softmax_xent_grad(op, grad_loss, grad_backprop):
     features_axes = _static_reduction_axes(features.shape, full.shape)
     logits = features if features_axes == [] else apply_op("BroadcastTo", features, _shape(full))
     d_features = _xent_logits_grad(op, logits, grad_loss, grad_backprop)
-    d_labels = apply_op("Mul", apply_op("ExpandDims", grad_loss, np.int32(-1)),
-                        apply_op("Neg", apply_op("LogSoftmax", logits)))
+    d_labels = apply_op("ExpandDims", grad_loss, np.int32(-1)) * -apply_op("LogSoftmax", logits)
     if not _is_zero(grad_backprop):
-        d_labels = apply_op("Sub", d_labels, grad_backprop)
+        d_labels = d_labels - grad_backprop
     return unbroadcast_to(features, full, d_features), unbroadcast_to(labels, full, d_labels)
 
 
@@ -483,7 +473,7 @@ def _max_pool3d_grad_grad_grad(op, grad):
 
 @family.gradient("L2Loss")
 def _l2_loss_grad(op, grad):
-    return apply_op("Mul", op.inputs[0], grad)
+    return op.inputs[0] * grad
 
 
 family.not_differentiable("InTopK", "InTopKV2")
@@ -648,7 +638,7 @@ def _plus_per_channel(terms: list, c, like):
     total = _add_all(terms)
     if c is None:
         return total
-    return apply_op("BroadcastTo", c, _shape(like)) if total is None else apply_op("AddV2", total, c)
+    return apply_op("BroadcastTo", c, _shape(like)) if total is None else total + c
 
 
 def _batch_norm_training_grad_grad(layout, g, x, scale, epsilon, a, b, c):
@@ -664,29 +654,28 @@ def _batch_norm_training_grad_grad(layout, g, x, scale, epsilon, a, b, c):
         return _mean(t, layout.axes)
 
     def project(t):
-        return apply_op("Sub", apply_op("Sub", t, mean(t)), _mul(xh, mean(_mul(t, xh))))
+        return t - mean(t) - xh * mean(t * xh)
 
-    centered = apply_op("Sub", x, mean(x))
-    r = apply_op("Rsqrt", apply_op("AddV2", mean(apply_op("Square", centered)), epsilon))
-    xh = _mul(centered, r)
+    centered = x - mean(x)
+    r = apply_op("Rsqrt", mean(apply_op("Square", centered)) + epsilon)
+    xh = centered * r
     gamma = layout.channels(scale)
-    gamma_r = _mul(gamma, r)
+    gamma_r = gamma * r
     d_g, grad_xh = [], []
     d_scale = r_term = None
     if a is not None:
-        a_pg = _mul(a, project(g))
-        d_g.append(_mul(gamma_r, project(a)))
-        d_scale = _sum(_mul(a_pg, r), layout.axes)
-        grad_xh.append(apply_op("Neg", _mul(gamma_r, apply_op("AddV2", _mul(a, mean(_mul(g, xh))),
-                                                               _mul(g, mean(_mul(a, xh)))))))
-        r_term = _mul(xh, r, gamma, mean(a_pg))          # xh r R / m, with R = scale sum(a P(g))
+        a_pg = a * project(g)
+        d_g.append(gamma_r * project(a))
+        d_scale = _sum(a_pg * r, layout.axes)
+        grad_xh.append(-(gamma_r * (a * mean(g * xh) + g * mean(a * xh))))
+        r_term = xh * r * gamma * mean(a_pg)          # xh r R / m, with R = scale sum(a P(g))
     if b is not None:
-        d_g.append(_mul(b, xh))
-        grad_xh.append(_mul(b, g))
+        d_g.append(b * xh)
+        grad_xh.append(b * g)
     d_x = None
     if grad_xh:
         inner = project(_add_all(grad_xh))
-        d_x = _mul(r, inner if r_term is None else apply_op("Sub", inner, r_term))
+        d_x = r * (inner if r_term is None else inner - r_term)
     return _plus_per_channel(d_g, c, g), d_x, d_scale
 
 
@@ -694,21 +683,21 @@ def _batch_norm_inference_grad_grad(layout, g, x, scale, mean, variance, epsilon
     """With the population statistics given: dx = g scale r, dscale = sum(g (x - mean) r),
     doffset = sum(g), r = rsqrt(variance + epsilon); also the statistics' gradients,
     d mean = -sum(b g) r and d variance = -r^3 / 2 (scale sum(a g) + sum(b g (x - mean)))."""
-    r_vector = apply_op("Rsqrt", apply_op("AddV2", variance, epsilon))
+    r_vector = apply_op("Rsqrt", variance + epsilon)
     r = layout.channels(r_vector)
-    centered = apply_op("Sub", x, layout.channels(mean))
-    xh = _mul(centered, r)
-    d_g = [_mul(a, layout.channels(scale), r)] if a is not None else []
+    centered = x - layout.channels(mean)
+    xh = centered * r
+    d_g = [a * layout.channels(scale) * r] if a is not None else []
     if b is not None:
-        d_g.append(_mul(b, xh))
-    d_x = _mul(b, g, r) if b is not None else None
-    d_scale = _sum(_mul(a, g, r), layout.axes) if a is not None else None
-    d_mean = None if b is None else -_sum(_mul(b, g), layout.axes) * r_vector
+        d_g.append(b * xh)
+    d_x = b * g * r if b is not None else None
+    d_scale = _sum(a * g * r, layout.axes) if a is not None else None
+    d_mean = None if b is None else -_sum(b * g, layout.axes) * r_vector
     slopes = []
     if a is not None:
-        slopes.append(_sum(_mul(a, g), layout.axes) * scale)
+        slopes.append(_sum(a * g, layout.axes) * scale)
     if b is not None:
-        slopes.append(_sum(_mul(b, g, centered), layout.axes))
+        slopes.append(_sum(b * g * centered, layout.axes))
     d_variance = None if not slopes else _add_all(slopes) * (r_vector * r_vector * r_vector) * np.float32(-0.5)
     return _plus_per_channel(d_g, c, g), d_x, d_scale, d_mean, d_variance
 
@@ -764,18 +753,16 @@ def _lrn_grad_grad(op, grad):
     h = _widen(grad)
 
     def const(value):
-        return _constant(value, x)
+        return scalar(value, x)
 
-    norm = apply_op("AddV2", _mul(_depth_window_sum(apply_op("Square", x), radius), const(alpha)), const(bias))
-    s_xh_by_norm = apply_op("RealDiv", _depth_window_sum(_mul(x, h), radius), norm)
+    norm = _depth_window_sum(apply_op("Square", x), radius) * const(alpha) + const(bias)
+    s_xh_by_norm = _depth_window_sum(x * h, radius) / norm
     k = const(-2 * alpha * beta)
-    d_g = apply_op("AddV2", _mul(h, apply_op("Pow", norm, const(-beta))), _mul(k, y, s_xh_by_norm))
-    d_y = _mul(k, g, s_xh_by_norm)
-    yg_by_norm = apply_op("RealDiv", _mul(y, g), norm)
-    inner = apply_op("Sub", _mul(h, g, apply_op("Pow", norm, const(-beta - 1))),
-                     _mul(const(2 * alpha), yg_by_norm, s_xh_by_norm))
-    d_x = _mul(k, apply_op("AddV2", _mul(x, _depth_window_sum(inner, radius)),
-                           _mul(h, _depth_window_sum(yg_by_norm, radius))))
+    d_g = h * apply_op("Pow", norm, const(-beta)) + k * y * s_xh_by_norm
+    d_y = k * g * s_xh_by_norm
+    yg_by_norm = y * g / norm
+    inner = h * g * apply_op("Pow", norm, const(-beta - 1)) - const(2 * alpha) * yg_by_norm * s_xh_by_norm
+    d_x = k * (x * _depth_window_sum(inner, radius) + h * _depth_window_sum(yg_by_norm, radius))
     return _narrow(d_g, dtype), _narrow(d_x, dtype), _narrow(d_y, dtype)
 
 

@@ -85,7 +85,7 @@ def _dense_picks(indices: Tensor, shape: Tensor, dense: Tensor) -> Tensor:
     """Per sparse entry, the index of the dense operand's element it meets (the dense operand
     broadcasts: leading dims it lacks are dropped, its dims of size 1 read index 0)."""
     dense_shape = apply_op("Shape", dense, out_type=dtypes.int64)
-    lead = apply_op("Sub", apply_op("Size", shape), apply_op("Size", dense_shape))
+    lead = apply_op("Size", shape) - apply_op("Size", dense_shape)
     begin = apply_op("Pack", [rules.ints(0), lead], axis=0)
     trailing = apply_op("Slice", indices, apply_op("Cast", begin, DstT=dtypes.int64),
                         rules.ints([-1, -1], dtypes.int64))
