@@ -579,3 +579,19 @@ def test_the_family_check_sees_an_import_of_an_undeclared_module_of_another_fami
     assert len(problems) == 1 and problems[0].startswith(
         "gradreg_plugins.math.grads:2 imports gradreg_plugins.array.grads, which the array family does not declare "
         "public")
+
+
+def test_every_list_of_the_built_in_families_names_all_of_them():
+    """pyproject.toml's entry points, the packages of plugins/gradreg_plugins/, the registry's known
+    plugins and the docstrings that list the families say the same ten (they once said 5 and 7)."""
+    import tomllib  # test-only: the stdlib TOML reader
+
+    from gradreg.registry.support import KNOWN_PLUGINS
+
+    packages = {p.name for p in (PLUGINS / PLUGIN_PACKAGE).iterdir() if (p / "__init__.py").exists()}
+    entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["gradreg.plugins"]
+    assert {name for name, target in entry_points.items() if target.endswith(":family")} == packages
+    assert {k.name for k in KNOWN_PLUGINS if k.target.startswith(f"{PLUGIN_PACKAGE}.")} == packages
+    for path in (PACKAGE / "registry" / "hookspecs.py", PLUGINS / PLUGIN_PACKAGE / "__init__.py"):
+        docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+        assert not {name for name in packages if name not in docstring.replace("\n", " ")}, path
