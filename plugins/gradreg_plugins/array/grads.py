@@ -95,10 +95,7 @@ def _reshape_to(grad, x: Tensor) -> Tensor:
 
 # -- identities ---------------------------------------------------------------------------------
 
-@family.gradient("Identity")
-@family.gradient("Snapshot")
-@family.gradient("PlaceholderWithDefault")
-@family.gradient("EnsureShape")
+@family.gradient("Identity", "Snapshot", "PlaceholderWithDefault", "EnsureShape")
 def _identity_grad(op, grad):
     return grad
 
@@ -108,8 +105,7 @@ def _identity_n_grad(op, *grads):
     return list(grads)
 
 
-@family.gradient("CheckNumerics")
-@family.gradient("CheckNumericsV2")
+@family.gradient("CheckNumerics", "CheckNumericsV2")
 def _check_numerics_grad(op, grad):
     message = op.get_attr("message").decode("utf-8", "replace")
     return apply_op(op.type, as_dense(grad),
@@ -153,8 +149,7 @@ def _inverse_permutation(perm: Tensor) -> Tensor:
     return constant(inverse, perm.known_dtype.base_dtype)
 
 
-@family.gradient("Transpose")
-@family.gradient("ConjugateTranspose")
+@family.gradient("Transpose", "ConjugateTranspose")
 def _transpose_grad(op, grad):
     # ConjugateTranspose: the adjoint of conj(transpose(x)) is conj(transpose back).
     return apply_op(op.type, as_dense(grad), _inverse_permutation(op.inputs[1])), None
@@ -632,8 +627,7 @@ def _landed_updates(op) -> Tensor | None:
     return landed_indices(indices, prefix, policy)
 
 
-@family.gradient("TensorScatterAdd")
-@family.gradient("ScatterNdNonAliasingAdd")
+@family.gradient("TensorScatterAdd", "ScatterNdNonAliasingAdd")
 def _tensor_scatter_add_grad(op, grad):
     grad = as_dense(grad)
     return grad, None, _gathered(grad, op, op.inputs[1])
@@ -645,8 +639,7 @@ def _tensor_scatter_sub_grad(op, grad):
     return grad, None, -_gathered(grad, op, op.inputs[1])
 
 
-@family.gradient("TensorScatterMax")
-@family.gradient("TensorScatterMin")
+@family.gradient("TensorScatterMax", "TensorScatterMin")
 def _tensor_scatter_extreme_grad(op, grad):
     """Shared equally among the tensor's element and the updates equal to the result (as
     TensorFlow does at ties)."""

@@ -24,8 +24,7 @@ from gradreg.proto import attr_value_pb2
 from gradreg_plugins.control_flow import family
 
 
-@family.gradient("Merge")
-@family.gradient("RefMerge")
+@family.gradient("Merge", "RefMerge")
 def _merge_grad(op, grad, _value_index_grad=None):
     if grad is None:
         return [None] * len(op.inputs)
@@ -36,8 +35,7 @@ def _merge_grad(op, grad, _value_index_grad=None):
     return [apply_op("Switch", grad, apply_op("Equal", taken, i))[1] for i in range(len(op.inputs))]
 
 
-@family.gradient("Switch")
-@family.gradient("RefSwitch")
+@family.gradient("Switch", "RefSwitch")
 def _switch_grad(op, false_grad, true_grad):
     grads = [g for g in (false_grad, true_grad) if g is not None]
     if not grads:
@@ -115,8 +113,7 @@ def _differentiable_only(tensors, grads):
             or _known_resource(t) else None for t, g in zip(tensors, grads)]
 
 
-@family.gradient("If")
-@family.gradient("StatelessIf")
+@family.gradient("If", "StatelessIf")
 def _if_grad(op, *grads):
     inputs = list(op.inputs[1:])
     out = apply_op(op.type, op.inputs[0], inputs + _dense_output_grads(op, grads), Tout=_grad_types(inputs),
@@ -126,8 +123,7 @@ def _if_grad(op, *grads):
     return [None] + _differentiable_only(inputs, out)
 
 
-@family.gradient("Case")
-@family.gradient("StatelessCase")
+@family.gradient("Case", "StatelessCase")
 def _case_grad(op, *grads):
     inputs = list(op.inputs[1:])
     library = op.graph.library
@@ -141,8 +137,7 @@ def _case_grad(op, *grads):
     return [None] + _differentiable_only(inputs, out)
 
 
-@family.gradient("While")
-@family.gradient("StatelessWhile")
+@family.gradient("While", "StatelessWhile")
 def _while_grad(op, *grads):
     graph = op.graph
     library = graph.library
@@ -322,8 +317,7 @@ def _split_grad(op, dlist):
     return [dtensor[0], None, None]
 
 
-@family.gradient("TensorListConcat")
-@family.gradient("TensorListConcatV2")
+@family.gradient("TensorListConcat", "TensorListConcatV2")
 def _concat_grad(op, dtensor, _dlengths=None):
     if dtensor is None:
         return [None] * len(op.inputs)

@@ -76,8 +76,7 @@ def _op_of(out):
     return out.op if hasattr(out, "op") else out[0].op
 
 
-@family.gradient("PartitionedCall")
-@family.gradient("StatefulPartitionedCall")
+@family.gradient("PartitionedCall", "StatefulPartitionedCall")
 def _partitioned_call_grad(op, *grads):
     return _function_call_grad(op, op.get_attr("f").name, call_attrs_of(op, "f"), grads)
 

@@ -164,8 +164,7 @@ def _fake_quant_vars_grad(op, grad):
     return tuple(apply_op(op.type + "Gradient", grad, *op.inputs, **attrs))
 
 
-family.gradient("FakeQuantWithMinMaxVars")(_fake_quant_vars_grad)
-family.gradient("FakeQuantWithMinMaxVarsPerChannel")(_fake_quant_vars_grad)
+family.gradient("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel")(_fake_quant_vars_grad)
 
 
 # -- QuantizeAndDequantize -------------------------------------------------------------------------------
@@ -319,5 +318,5 @@ def _fake_quant_vars_gradient_grad(op, grad_x, grad_min, grad_max):
     return d_g, apply_op("ZerosLike", x), apply_op("ZerosLike", low), apply_op("ZerosLike", high)
 
 
-family.gradient("FakeQuantWithMinMaxVarsGradient")(_fake_quant_vars_gradient_grad)
-family.gradient("FakeQuantWithMinMaxVarsPerChannelGradient")(_fake_quant_vars_gradient_grad)
+family.gradient("FakeQuantWithMinMaxVarsGradient",
+                "FakeQuantWithMinMaxVarsPerChannelGradient")(_fake_quant_vars_gradient_grad)

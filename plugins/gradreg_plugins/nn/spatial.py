@@ -379,8 +379,7 @@ def _extract_patches(op, ctx):
     return compute
 
 
-@family.gradient("ExtractImagePatches")
-@family.gradient("ExtractVolumePatches")
+@family.gradient("ExtractImagePatches", "ExtractVolumePatches")
 def _extract_patches_grad(op, grad):
     # Number the input's pixels (0, 1, ...: one image's worth, as int64), extract their patches
     # with the node's attrs (padding reads -1 after the shift), and sum every patch entry's

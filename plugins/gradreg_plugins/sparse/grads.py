@@ -57,8 +57,7 @@ def _sparse_add_grad(op, *grads):
     return None, da, None, None, db, None, None
 
 
-@family.gradient("SparseSparseMaximum")
-@family.gradient("SparseSparseMinimum")
+@family.gradient("SparseSparseMaximum", "SparseSparseMinimum")
 def _sparse_sparse_extreme_grad(op, *grads):
     """Each output entry's gradient to the operand whose value it is: ``a`` where a's value is
     the result (ties included), else ``b`` where b's is; neither where an implicit zero won."""
@@ -239,8 +238,7 @@ def _sparse_reorder_grad(op, _, grad):
     return None, dvalues, None
 
 
-@family.gradient("SparseFillEmptyRows")
-@family.gradient("RaggedFillEmptyRows")
+@family.gradient("SparseFillEmptyRows", "RaggedFillEmptyRows")
 def _sparse_fill_empty_rows_grad(op, _, grad, *unused):
     """Each value's gradient back from where it landed, the added entries' summed to the
     default (SparseFillEmptyRowsGrad / RaggedFillEmptyRowsGrad)."""
