@@ -595,3 +595,39 @@ def test_every_list_of_the_built_in_families_names_all_of_them():
     for path in (PACKAGE / "registry" / "hookspecs.py", PLUGINS / PLUGIN_PACKAGE / "__init__.py"):
         docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
         assert not {name for name in packages if name not in docstring.replace("\n", " ")}, path
+
+
+def registration_problems(path: pathlib.Path) -> list[str]:
+    """Ways of registering a gradient rule other than ``family.gradient(...)``: an alias of the
+    method (``gradient = family.gradient``), a module's own registering decorator (a bare
+    ``@gradient(...)``), or a write into a family's table (``family.gradients[op_type] = rule``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Assign):
+            if isinstance(node.value, ast.Attribute) and node.value.attr == "gradient":
+                found.append(f"line {node.lineno}: an alias of .gradient")
+            found += [f"line {node.lineno}: writes into .gradients" for t in node.targets
+                      if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute)
+                      and t.value.attr == "gradients"]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                call = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if isinstance(call, ast.Name) and call.id == "gradient":
+                    found.append(f"line {decorator.lineno}: @gradient, not @family.gradient")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((PLUGINS / PLUGIN_PACKAGE).rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_rules_are_registered_only_with_family_gradient(path):
+    found = registration_problems(path)
+    assert not found, f"{path.relative_to(ROOT)} registers rules another way:\n" + "\n".join(found)
+
+
+def test_the_registration_check_sees_each_other_way(tmp_path):
+    source = tmp_path / "grads.py"
+    source.write_text("gradient = family.gradient\n\n@gradient('Abs')\ndef _abs(op, g):\n    return g\n\n"
+                      "family.gradients['Neg'] = _abs\n\n"
+                      "@family.gradient('Sign')\ndef _sign(op, g):\n    return None\n")
+    assert registration_problems(source) == ["line 1: an alias of .gradient", "line 3: @gradient, not @family.gradient",
+                                             "line 7: writes into .gradients"]
