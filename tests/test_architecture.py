@@ -631,3 +631,35 @@ def test_the_registration_check_sees_each_other_way(tmp_path):
                       "@family.gradient('Sign')\ndef _sign(op, g):\n    return None\n")
     assert registration_problems(source) == ["line 1: an alias of .gradient", "line 3: @gradient, not @family.gradient",
                                              "line 7: writes into .gradients"]
+
+
+# The helpers gradreg_plugins.rule_helpers holds for the families whose rules build TensorFlow ops
+# (the onnx family's rules build ONNX ops: their helpers are gradreg_plugins.onnx.grads.common).
+SHARED_RULE_HELPERS = {"conj", "unbroadcast", "unbroadcast_to", "unbroadcast_batch", "broadcast_axes", "mul",
+                       "div", "neg", "reduction", "dense_gradients", "with_dense_grads", "landed_indices"}
+
+
+def copied_rule_helpers(path: pathlib.Path) -> list[str]:
+    """Module-level functions and classes of ``path`` named as a shared rule helper (with or without
+    a leading underscore): a per-file copy of what rule_helpers provides, or of an operator."""
+    return [f"line {node.lineno}: {node.name}" for node in ast.parse(path.read_text()).body
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+            and node.name.lstrip("_").lower() in SHARED_RULE_HELPERS]
+
+
+RULE_MODULES = [p for p in sorted((PLUGINS / PLUGIN_PACKAGE).rglob("*.py"))
+                if "onnx" not in p.parts and p.name != "rule_helpers.py" and "family.gradient" in p.read_text()]
+
+
+@pytest.mark.parametrize("path", RULE_MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_rule_modules_use_the_shared_helpers_rather_than_copies(path):
+    found = copied_rule_helpers(path)
+    assert not found, (f"{path.relative_to(ROOT)} defines its own copy of a shared rule helper "
+                       f"(use gradreg_plugins.rule_helpers or an operator):\n" + "\n".join(found))
+
+
+def test_the_copy_check_sees_a_copied_helper(tmp_path):
+    source = tmp_path / "grads.py"
+    source.write_text("def _conj(t):\n    return t\n\ndef _mul(a, b):\n    return a\n\nclass _Reduction:\n    pass\n\n"
+                      "def _abs_grad(op, grad):\n    return grad\n")
+    assert copied_rule_helpers(source) == ["line 1: _conj", "line 4: _mul", "line 7: _Reduction"]

@@ -303,7 +303,7 @@ def _transpose(op, ctx):
 
 
 @kernel("SparseMatrixMul")
-def _mul(op, ctx):
+def _sparse_matrix_mul(op, ctx):
     dtype = op.get_attr("T")
 
     def mul(matrix, b):
