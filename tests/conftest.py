@@ -25,6 +25,14 @@ def graph():
         yield g
 
 
+# Variables pytest sets per phase, and TensorFlow sets when it is first imported (by a test, or by
+# gradreg.testing's reference checks): not gradreg's doing.
+_SET_BY_IMPORTS = frozenset({
+    "PYTEST_CURRENT_TEST", "ENABLE_RUNTIME_UPTIME_TELEMETRY", "HDF5_PLUGIN_PATH", "KMP_DUPLICATE_LIB_OK",
+    "KMP_INIT_AT_FORK", "TF2_BEHAVIOR", "TF_CPP_MIN_LOG_LEVEL", "TPU_ML_PLATFORM", "TPU_ML_PLATFORM_VERSION",
+    "TPU_SKIP_MDS_QUERY"})
+
+
 def _process_settings() -> tuple:
     """The process-wide settings a test must leave as it found them (cheap to read: every test
     reads them twice): the environment, the working directory, BLAS's thread count, the
@@ -34,7 +42,7 @@ def _process_settings() -> tuple:
     import numpy as np
 
     from gradreg.backends import threads
-    environment = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    environment = {k: v for k, v in os.environ.items() if k not in _SET_BY_IMPORTS}
     blas = threads._blas       # read once gradreg looked for BLAS (looking first would miss a later one)
     return (environment, os.getcwd(), blas.current() if blas is not None else None,
             {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)},
