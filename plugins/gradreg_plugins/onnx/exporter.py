@@ -12,6 +12,7 @@ tensor names (``op:1``); every name is unique in the whole model.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ import onnx.checker
 import onnx.shape_inference
 from onnx import helper, numpy_helper
 
-from gradreg.autodiff.provenance import rule_origins
+from gradreg.autodiff.provenance import RULE_ATTR, RuleOrigin, rule_origins
 from gradreg.build.functions import FunctionGraph, function_graph
 from gradreg.errors import GraphError, describe_node
 from gradreg.model.graph import Graph, Operation, Tensor
@@ -29,6 +30,7 @@ from gradreg.model.shape_inference import constant_value
 from gradreg.model.traversal import needed_ops, topological_order
 from gradreg_plugins.onnx.compact import compact
 from gradreg_plugins.onnx.importer import NODE_NAME_ATTR, model_info
+from gradreg_plugins.onnx.local_functions import gather_groups, gradient_scope
 from gradreg_plugins.onnx.nodes import captured_inputs, to_onnx_array, upsample_as_resize
 from gradreg_plugins.onnx.opset import first_lines, to_opset
 from gradreg_plugins.onnx.protos import node_proto, type_proto
@@ -391,7 +393,19 @@ def export_model(graph: Graph, outputs: Any = None, opset: int | None = None) ->
     if opset is not None:
         model = to_opset(model, opset)
     compact(model, keep=exporter.model_constants)
+    gather_groups(model, _rule_scopes(graph, pairs), keep=exporter.model_constants)
     return model
+
+
+def _rule_scopes(graph: Graph, pairs: list[tuple[str, Tensor]]) -> dict[str, str]:
+    """The name scope of each gradient rule call among the written ops -> the op type it differentiates."""
+    scopes: dict[str, str] = {}
+    for op in needed_ops([t.op for _, t in pairs], set()):
+        scope = gradient_scope(op.name) if op.has_attr(RULE_ATTR) else None
+        if scope is not None:
+            rule = RuleOrigin.parse(op.get_attr(RULE_ATTR)).rule
+            scopes.setdefault(scope, re.sub(r"\W", "", split_op_type(rule)[1]) or "Rule")
+    return scopes
 
 
 def _graphs(graph_proto):
