@@ -46,6 +46,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from gradreg import config, deadline
+from gradreg.backends import memory
 from gradreg.cli_inspect import graph_summary, node_lines, summary_lines
 from gradreg.cli_progress import shown_on
 from gradreg.cli_values import PRINT_THRESHOLD, UsageError, describe, names, read_feeds, tensor_name
@@ -521,8 +522,10 @@ def entry() -> NoReturn:
     objects NumPy, protobuf and the op families made, ~80 ms of a 0.45 s ``gradreg inspect``.
     The exit is otherwise the usual one (atexit callbacks run, threads are joined, files are
     closed); a command that writes files exits with the full collection, which closes a file
-    left in a reference cycle.
+    left in a reference cycle. The process is the command's own: malloc may keep the freed
+    memory of a plan's steps (gradreg.backends.memory), which the library leaves alone.
     """
+    memory.allow_retaining()    # the command's own process: malloc keeps a plan's freed memory
     code, command = _main(None, console=True)
     if command in READ_ONLY_COMMANDS:
         gc.freeze()
