@@ -65,12 +65,13 @@ def gather_groups(model: onnx.ModelProto, rule_scopes: Mapping[str, str], keep: 
     inlined = {t.name for t in graph.initializer if t.name not in outside and _structural(t)}
     opsets = list(model.opset_import)
     functions: dict[tuple[str, str], list[onnx.FunctionProto]] = {}
+    outer = {id(node): reads for node, reads in zip(nodes, _outer_reads(nodes))}   # calls read none
     for (domain, base, scope), group in groups.items():
         # one group at a time, on the graph with the earlier groups' calls: two groups that are
         # each convex could still feed each other both ways
         at = {id(node): i for i, node in enumerate(nodes)}
         members = [at[id(node)] for node in group]
-        consumers = _consumers(nodes)
+        consumers = _consumers(nodes, outer)
         if len(members) < 2 or not _convex(nodes, set(members), consumers):
             continue
         body, inputs, outputs = _body(nodes, members, consumers, read_outside, initializers, inlined)
@@ -81,8 +82,8 @@ def gather_groups(model: onnx.ModelProto, rule_scopes: Mapping[str, str], keep: 
     if not functions:
         return
     ordered = _topological(nodes, {i.name for i in graph.input} | set(initializers))
-    if len(ordered) != len(nodes):
-        raise AssertionError("gathering groups into functions made a cycle")   # _convex rules it out
+    if len(ordered) != len(nodes):   # a cycle, which _convex rules out: the model stays as it was
+        return
     del graph.node[:]
     graph.node.extend(ordered)
     for domain in sorted({d for d, _ in functions}):
@@ -97,11 +98,11 @@ def gather_groups(model: onnx.ModelProto, rule_scopes: Mapping[str, str], keep: 
         model.ir_version = 8
 
 
-def _consumers(nodes: list[onnx.NodeProto]) -> dict[str, list[int]]:
-    """Value name -> the nodes that read it (through a subgraph too)."""
+def _consumers(nodes: list[onnx.NodeProto], outer: Mapping[int, set[str]]) -> dict[str, list[int]]:
+    """Value name -> the nodes that read it (``outer``: what each node's subgraphs read, by id)."""
     consumers: dict[str, list[int]] = {}
-    for i, (node, outer) in enumerate(zip(nodes, _outer_reads(nodes))):
-        for name in set(node.input) | outer:
+    for i, node in enumerate(nodes):
+        for name in set(node.input) | outer.get(id(node), set()):
             consumers.setdefault(name, []).append(i)
     return consumers
 
