@@ -95,6 +95,7 @@ def test_a_rules_nodes_become_one_call_whose_body_holds_its_coefficients():
     assert [(n.domain, n.op_type) for n in small.graph.node] == [(GRADIENTS_DOMAIN, "FGrad"), ("", "Neg")]
     (function,) = small.functions
     assert [n.op_type for n in function.node] == ["Constant", "Mul", "Add"] and list(function.input) == ["in0"]
+    assert not small.graph.initializer
     np.testing.assert_array_equal(run(small, X), -3 * X)
 
 

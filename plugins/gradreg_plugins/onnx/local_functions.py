@@ -65,23 +65,41 @@ def gather_groups(model: onnx.ModelProto, rule_scopes: Mapping[str, str], keep: 
     inlined = {t.name for t in graph.initializer if t.name not in outside and _structural(t)}
     opsets = list(model.opset_import)
     functions: dict[tuple[str, str], list[onnx.FunctionProto]] = {}
-    outer = {id(node): reads for node, reads in zip(nodes, _outer_reads(nodes))}   # calls read none
+    # nodes by id, with what each reads (its subgraphs' outer values too) and makes: protobuf fields
+    # are slow to read, and groups are gathered one at a time on the graph with the earlier groups'
+    # calls, as two groups that are each convex could still feed each other both ways
+    by_id = {id(node): node for node in nodes}
+    reads = {id(node): frozenset(node.input) | outer for node, outer in zip(nodes, _outer_reads(nodes))}
+    makes = {id(node): tuple(o for o in node.output if o) for node in nodes}
+    consumers: dict[str, set[int]] = {}
+    for key, names in reads.items():
+        for name in names:
+            consumers.setdefault(name, set()).add(key)
+    replaced: dict[int, onnx.NodeProto] = {}     # a group's first node -> its call; other members dropped
     for (domain, base, scope), group in groups.items():
-        # one group at a time, on the graph with the earlier groups' calls: two groups that are
-        # each convex could still feed each other both ways
-        at = {id(node): i for i, node in enumerate(nodes)}
-        members = [at[id(node)] for node in group]
-        consumers = _consumers(nodes, outer)
-        if len(members) < 2 or not _convex(nodes, set(members), consumers):
+        members = [id(node) for node in group]
+        if len(members) < 2 or not _convex(set(members), makes, consumers):
             continue
-        body, inputs, outputs = _body(nodes, members, consumers, read_outside, initializers, inlined)
+        body, inputs, outputs = _body([by_id[m] for m in members], set(members), consumers, read_outside,
+                                      initializers, inlined)
         function = _function_for(functions, domain, base, body, len(inputs), len(outputs), opsets)
         call = helper.make_node(function.name, inputs, outputs, name=scope, domain=domain)
-        removed = set(members[1:])
-        nodes = [call if i == members[0] else node for i, node in enumerate(nodes) if i not in removed]
-    if not functions:
-        return
-    ordered = _topological(nodes, {i.name for i in graph.input} | set(initializers))
+        for m in members:
+            for name in reads[m]:
+                consumers[name].discard(m)
+            replaced[m] = call
+        by_id[id(call)], reads[id(call)], makes[id(call)] = call, frozenset(inputs), tuple(outputs)
+        for name in inputs:
+            consumers.setdefault(name, set()).add(id(call))
+    if functions:
+        _write(model, _with_calls(nodes, replaced), functions, set(initializers))
+
+
+def _write(model: onnx.ModelProto, nodes: list[onnx.NodeProto], functions: Mapping[tuple[str, str], list],
+           initializers: set[str]) -> None:
+    """The main graph's nodes (in an order that runs), the functions and their domains, into ``model``."""
+    graph = model.graph
+    ordered = _topological(nodes, {i.name for i in graph.input} | initializers)
     if len(ordered) != len(nodes):   # a cycle, which _convex rules out: the model stays as it was
         return
     del graph.node[:]
@@ -94,17 +112,27 @@ def gather_groups(model: onnx.ModelProto, rule_scopes: Mapping[str, str], keep: 
     kept = [v for v in graph.value_info if v.name in values]
     del graph.value_info[:]
     graph.value_info.extend(kept)
+    read = ({n for node in graph.node for n in node.input} | _subgraph_reads(graph) | {o.name for o in graph.output}
+            | {i.name for i in graph.input})    # constants now in bodies are not
+    used = [t for t in graph.initializer if t.name in read]
+    del graph.initializer[:]
+    graph.initializer.extend(used)
     if model.ir_version < 8:     # model-local functions came with IR 8
         model.ir_version = 8
 
 
-def _consumers(nodes: list[onnx.NodeProto], outer: Mapping[int, set[str]]) -> dict[str, list[int]]:
-    """Value name -> the nodes that read it (``outer``: what each node's subgraphs read, by id)."""
-    consumers: dict[str, list[int]] = {}
-    for i, node in enumerate(nodes):
-        for name in set(node.input) | outer.get(id(node), set()):
-            consumers.setdefault(name, []).append(i)
-    return consumers
+def _with_calls(nodes: list[onnx.NodeProto], replaced: Mapping[int, onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """The nodes with each gathered group's call where its first node was, its other nodes dropped."""
+    out: list[onnx.NodeProto] = []
+    placed: set[int] = set()
+    for node in nodes:
+        call = replaced.get(id(node))
+        if call is None:
+            out.append(node)
+        elif id(call) not in placed:
+            placed.add(id(call))
+            out.append(call)
+    return out
 
 
 def _groups(nodes: list[onnx.NodeProto],
@@ -128,15 +156,13 @@ def _groups(nodes: list[onnx.NodeProto],
     return groups
 
 
-def _convex(nodes: list[onnx.NodeProto], members: set[int], consumers: dict[str, list[int]]) -> bool:
-    """Whether no path leaves the group and comes back into it."""
-    queue = deque(c for m in members for o in nodes[m].output if o
-                  for c in consumers.get(o, ()) if c not in members)
+def _convex(members: set[int], makes: Mapping[int, tuple[str, ...]], consumers: Mapping[str, set[int]]) -> bool:
+    """Whether no path leaves the group and comes back into it (nodes by id)."""
+    queue = deque(c for m in members for o in makes[m] for c in consumers.get(o, ()) if c not in members)
     seen: set[int] = set(queue)
     while queue:
-        i = queue.popleft()
-        for o in nodes[i].output:
-            for c in consumers.get(o, ()) if o else ():
+        for o in makes[queue.popleft()]:
+            for c in consumers.get(o, ()):
                 if c in members:
                     return False
                 if c not in seen:
@@ -145,20 +171,19 @@ def _convex(nodes: list[onnx.NodeProto], members: set[int], consumers: dict[str,
     return True
 
 
-def _body(nodes, members, consumers, read_outside, initializers, inlined):
+def _body(members, member_ids, consumers, read_outside, initializers, inlined):
     """The body's nodes (values renamed to formal names), the call's inputs and outputs."""
-    member_set = set(members)
-    made = {o for m in members for o in nodes[m].output if o}
+    made = {o for m in members for o in m.output if o}
     names: dict[str, str] = {}
     inputs: list[str] = []
     outputs: list[str] = []
     constants: list[onnx.NodeProto] = []
     for m in members:
-        for o in nodes[m].output:
-            if o and (o in read_outside or any(c not in member_set for c in consumers.get(o, ()))):
+        for o in m.output:
+            if o and (o in read_outside or any(c not in member_ids for c in consumers.get(o, ()))):
                 outputs.append(o)
     for m in members:
-        for name in nodes[m].input:
+        for name in m.input:
             if not name or name in made or name in names:
                 continue
             if name in inlined:
@@ -174,7 +199,7 @@ def _body(nodes, members, consumers, read_outside, initializers, inlined):
     body = list(constants)
     count = 0
     for m in members:
-        node = _copy(nodes[m])
+        node = _copy(m)
         node.name = node.name.rsplit("/", 1)[-1]
         node.doc_string = ""
         for o in node.output:
