@@ -120,3 +120,11 @@ def test_two_groups_that_would_feed_each_other_both_ways_are_not_both_gathered()
     small = gathered(model, {"f_grad": "F", "g_grad": "G"})
     assert len(small.functions) == 1 and len(small.graph.node) == 4
     np.testing.assert_array_equal(run(small, X), np.abs(X) * X - (-X + X))
+
+
+def test_flat_writes_no_functions_and_the_same_values(mlp, tmp_path):
+    case, graph, outputs = mlp
+    gr.save_onnx(graph, tmp_path / "flat.onnx", outputs, opset=17, flat=True)
+    flat = onnx.load(str(tmp_path / "flat.onnx"))
+    assert not flat.functions and len(flat.graph.node) == 72     # the forward's Gelu bodies and every rule's nodes
+    assert_torchs_gradients(run_in_onnxruntime(flat, case), case)

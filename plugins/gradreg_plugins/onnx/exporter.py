@@ -364,11 +364,12 @@ RULES_METADATA = "gradreg.gradient_rules"
 
 
 def graph_to_model(graph: Graph, outputs: Sequence[Tensor] | Mapping[str, Tensor] | None = None, *,
-                   opset: int | None = None, check: bool = True) -> onnx.ModelProto:
+                   opset: int | None = None, check: bool = True, flat: bool = False) -> onnx.ModelProto:
     """A ModelProto computing ``outputs`` (tensors, or ONNX output name -> tensor; default: the
     loaded model's outputs, else the tensors nothing consumes) from the graph's Placeholders,
-    at ai.onnx ``opset`` (default: the family's), checked by onnx's full checker."""
-    model = export_model(graph, outputs, opset=opset)
+    at ai.onnx ``opset`` (default: the family's), checked by onnx's full checker. Each gradient
+    rule's nodes are one call of a model-local function unless ``flat``."""
+    model = export_model(graph, outputs, opset=opset, flat=flat)
     origins = rule_origins(needed_ops([t.op for _, t in output_pairs(graph, outputs)], set()))
     if origins:   # the gradient rules that made the written nodes (gradreg.autodiff.provenance)
         entry = model.metadata_props.add()
@@ -382,8 +383,10 @@ def graph_to_model(graph: Graph, outputs: Sequence[Tensor] | Mapping[str, Tensor
     return model
 
 
-def export_model(graph: Graph, outputs: Any = None, opset: int | None = None) -> onnx.ModelProto:
-    """The ModelProto of ``graph`` (see the module docstring); ``opset`` converts it down."""
+def export_model(graph: Graph, outputs: Any = None, opset: int | None = None, flat: bool = False) -> onnx.ModelProto:
+    """The ModelProto of ``graph`` (see the module docstring); ``opset`` converts it down; unless
+    ``flat``, each gradient rule's nodes and each op expanded below ``opset`` become one call of a
+    model-local function (:mod:`gradreg_plugins.onnx.local_functions`)."""
     pairs = output_pairs(graph, outputs)
     if not pairs:
         raise GraphError("the graph has no outputs to write")
@@ -393,7 +396,8 @@ def export_model(graph: Graph, outputs: Any = None, opset: int | None = None) ->
     if opset is not None:
         model = to_opset(model, opset)
     compact(model, keep=exporter.model_constants)
-    gather_groups(model, _rule_scopes(graph, pairs), keep=exporter.model_constants)
+    if not flat:
+        gather_groups(model, _rule_scopes(graph, pairs), keep=exporter.model_constants)
     return model
 
 
