@@ -1,7 +1,8 @@
 """CSR sparse matrices (the sparse family's csr module) beyond the op sweep's cases: the CSR
 layout (components, entry counts, TensorFlow's row order), gradients that meet (two consumers of a
-matrix: their CSR gradients add up), conjugation of a matrix, and bad input. The op sweep
-(tests/test_op_sweep.py) checks every CSR op's values and gradients against TensorFlow."""
+matrix: their CSR gradients add up), conjugation of a matrix, a scale factor whose rank is known
+only at run time, and bad input. The op sweep (tests/test_op_sweep.py) checks every CSR op's
+values and gradients against TensorFlow."""
 from __future__ import annotations
 
 import numpy as np
@@ -104,3 +105,24 @@ def test_type_mismatch_is_an_error_naming_the_node():
     matrix = R.DenseToCSRSparseMatrix(dense_input=DENSE, indices=INDICES)
     with pytest.raises(ExecutionError, match="back.*float64 vs. float32"):
         _run(R.CSRSparseMatrixToDense(sparse_input=matrix, type=gr.float32, name="back"))
+
+
+@pytest.mark.parametrize("b_value", [np.float64(-1.5), np.array([[[2.0]], [[-0.5]]])], ids=["scalar", "per_member"])
+def test_scaling_a_batch_by_a_factor_of_unknown_rank_differentiates(b_value):
+    """SparseMatrixMul's rule where b's rank (a scalar, or one per batch member) is known only at
+    run time: y = sum(dense(b * A) * c) with A = csr(x) batched."""
+    dense = np.arange(1.0, 19.0).reshape(2, 3, 3)
+    indices = np.array([[0, 0, 1], [0, 2, 2], [1, 0, 0], [1, 1, 2], [1, 2, 1]], np.int64)
+    c = np.linspace(-1.0, 2.0, 18).reshape(2, 3, 3)
+    x, b = gr.placeholder(gr.float64, [2, 3, 3]), gr.placeholder(gr.float64, None)
+    matrix = R.SparseMatrixMul(a=R.DenseToCSRSparseMatrix(dense_input=x, indices=indices), b=b)
+    y = gr.reduce_sum(R.CSRSparseMatrixToDense(sparse_input=matrix, type=gr.float64) * c)
+    dx, db = gr.gradients(y, [x, b])
+    mask = np.zeros_like(dense)
+    mask[tuple(indices.T)] = 1.0
+    scale = np.broadcast_to(b_value, (2, 1, 1))
+    got_dx, got_db = _run([dx, db], {x: dense, b: b_value})
+    np.testing.assert_allclose(got_dx, c * scale * mask, rtol=1e-12)
+    expected_db = (c * dense * mask).sum(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(got_db, expected_db.sum() if np.ndim(b_value) == 0 else expected_db, rtol=1e-12)
+    assert np.shape(got_db) == np.shape(b_value)

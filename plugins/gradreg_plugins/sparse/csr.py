@@ -37,7 +37,6 @@ import numpy as np
 
 from gradreg.autodiff import rules
 from gradreg.build.builders import apply_op, as_dense, constant
-from gradreg.errors import GradientError, describe_node
 from gradreg.model import dtypes
 from gradreg.model import shape_fns as sf
 from gradreg.model.graph import Tensor
@@ -560,20 +559,27 @@ def _softmax_grad_rule(op, grad):
     return apply_op("SparseMatrixSoftmaxGrad", op.outputs[0], grad, type=op.get_attr("type"))
 
 
-def _factor_grad(grad: Tensor, operand: Tensor, factor: Tensor, dtype, batched: bool) -> tuple[Tensor, Tensor]:
+def _factor_grad(grad: Tensor, operand: Tensor, factor: Tensor, dtype,
+                 batched: bool | None) -> tuple[Tensor, Tensor]:
     """For out = factor * operand over the operand's entries: (d operand, a matrix of its
     structure; d factor, the sum over the entries of the gradient times the conjugate entry —
-    per batch member where ``batched``: a factor [batch, 1, 1])."""
+    per batch member where ``batched``: a factor [batch, 1, 1]; ``batched`` None: which of the
+    two the factor is, is known only at run time)."""
     indices, values, shape = pruned(grad, operand, dtype)
     _, entries, _ = _entries(operand, dtype)
     products = values * conj(entries)
-    if not batched:
+    if batched is False:
         return (apply_op("SparseTensorToCSRSparseMatrix", indices, values * conj(factor), shape),
                 apply_op("Reshape", apply_op("Sum", products, rules.ints(0)), apply_op("Shape", factor)))
-    batch = apply_op("StridedSlice", indices, rules.ints([0, 0]), rules.ints([0, 1]), rules.ints([1, 1]),
-                     begin_mask=1, end_mask=1, shrink_axis_mask=2)
-    per_member = apply_op("UnsortedSegmentSum", products, batch, apply_op("Size", factor))
-    scale = apply_op("GatherV2", apply_op("Reshape", conj(factor), rules.ints([-1])), batch, rules.ints(0))
+    size = apply_op("Size", factor, out_type=dtypes.int64)
+    member = apply_op("StridedSlice", indices, rules.ints([0, 0]), rules.ints([0, 1]), rules.ints([1, 1]),
+                      begin_mask=1, end_mask=1, shrink_axis_mask=2)
+    if batched is None:
+        # The entry's batch member, or 0 for a scalar factor (of size 1; the first index column is
+        # then a batch member or a row, non-negative either way).
+        member = apply_op("Minimum", member, size - rules.ints(1, dtypes.int64))
+    per_member = apply_op("UnsortedSegmentSum", products, member, size)
+    scale = apply_op("GatherV2", apply_op("Reshape", conj(factor), rules.ints([-1])), member, rules.ints(0))
     return (apply_op("SparseTensorToCSRSparseMatrix", indices, values * scale, shape),
             apply_op("Reshape", per_member, apply_op("Shape", factor)))
 
@@ -590,33 +596,45 @@ def _add_grad(op, grad):
 @family.gradient("SparseMatrixMul")
 def _mul_grad(op, grad):
     a, b = op.inputs
-    if b.shape.rank is None:
-        raise GradientError(f"{describe_node(op.name, op.type)}: the rank of b (a scalar, or one per batch "
-                            f"member) must be known to differentiate it")
-    return _factor_grad(grad, a, b, op.get_attr("T"), batched=b.shape.rank == 3)
+    rank = b.shape.rank
+    return _factor_grad(grad, a, b, op.get_attr("T"), batched=None if rank is None else rank == 3)
 
 
-def _mat_mul_grad_values(op, g: Tensor, q: Tensor, indices: Tensor, rank: int) -> Tensor:
+def _index_columns(indices: Tensor, begin: int, end: int | None) -> Tensor:
+    """indices[:, begin:end] (bounds counted from the end when negative; ``end`` None: to the end)."""
+    return apply_op("StridedSlice", indices, rules.ints([0, begin]), rules.ints([0, end or 0]), rules.ints([1, 1]),
+                    begin_mask=1, end_mask=1 | (2 if end is None else 0))
+
+
+def _mat_mul_grad_values(op, g: Tensor, q: Tensor, indices: Tensor, rank: int | None) -> Tensor:
     """dA at A's entries for the product P Q (P = op_a(A)): dP = G Q^H, read at each entry's
     position in P (its row and column exchanged where op_a transposes, conjugated where it
-    adjoints)."""
+    adjoints). ``rank`` is the operands' rank, None when known only at run time."""
     transposed, conjugated = _flags(op, "a")
-    row = apply_op("StridedSlice", indices, rules.ints([0, rank - 2]), rules.ints([0, rank - 1]),
-                   rules.ints([1, 1]), begin_mask=1, end_mask=1)
-    col = apply_op("StridedSlice", indices, rules.ints([0, rank - 1]), rules.ints([0, rank]), rules.ints([1, 1]),
-                   begin_mask=1, end_mask=1)
+    row, col = _index_columns(indices, -2, -1), _index_columns(indices, -1, None)
     if transposed:
         row, col = col, row
-    if rank == 3:
-        batch = apply_op("StridedSlice", indices, rules.ints([0, 0]), rules.ints([0, 1]), rules.ints([1, 1]),
-                         begin_mask=1, end_mask=1)
-        row, col = (apply_op("ConcatV2", [batch, t], rules.ints(1)) for t in (row, col))
-    else:
+    if rank == 2:
         row, col = (apply_op("Reshape", t, rules.ints([-1])) for t in (row, col))
-    gather = (lambda m, i: apply_op("GatherNd", m, i)) if rank == 3 else \
-        (lambda m, i: apply_op("GatherV2", m, i, rules.ints(0)))
-    values = apply_op("Sum", gather(g, row) * conj(gather(q, col)), rules.ints(-1))
+        values = apply_op("Sum", apply_op("GatherV2", g, row, rules.ints(0))
+                          * conj(apply_op("GatherV2", q, col, rules.ints(0))), rules.ints(-1))
+    else:
+        # The batch columns lead the rows of G and Q ([nnz, 0] of them when the rank is 2).
+        batch = _index_columns(indices, 0, -2)
+        row, col = (apply_op("ConcatV2", [batch, t], rules.ints(1)) for t in (row, col))
+        values = apply_op("Sum", apply_op("GatherNd", g, row) * conj(apply_op("GatherNd", q, col)), rules.ints(-1))
     return conj(values) if conjugated else values
+
+
+def _matrix_transpose_perm(t: Tensor) -> Tensor:
+    """The permutation exchanging ``t``'s two innermost dimensions: a Const when its rank is
+    static, else built from Rank(t) at run time."""
+    rank = t.shape.rank
+    if rank is not None:
+        return rules.ints(list(range(rank - 2)) + [rank - 1, rank - 2])
+    r = apply_op("Rank", t)
+    return apply_op("ConcatV2", [apply_op("Range", rules.ints(0), r - rules.ints(2), rules.ints(1)),
+                                 apply_op("Pack", [r - rules.ints(1), r - rules.ints(2)])], rules.ints(0))
 
 
 @family.gradient("SparseMatrixMatMul")
@@ -625,20 +643,19 @@ def _mat_mul_grad(op, grad):
     transpose_output); dA at A's entries from dP = G Q^H; dB from dQ = P^H G, through op_b."""
     a, b = op.inputs
     g = as_dense(grad)
-    rank = b.shape.rank
-    if rank is None:
-        raise GradientError(f"{describe_node(op.name, op.type)}: the rank of b must be known to differentiate it")
-    swap = list(range(rank - 2)) + [rank - 1, rank - 2]
+    b_transposed, b_conjugated = _flags(op, "b")
+    # G, Q and dQ have b's rank.
+    swap = _matrix_transpose_perm(b) if b_transposed or op.get_attr("transpose_output") else None
     if op.get_attr("conjugate_output"):
         g = conj(g)
     if op.get_attr("transpose_output"):
-        g = apply_op("Transpose", g, rules.ints(swap))
-    b_transposed, b_conjugated = _flags(op, "b")
-    q = apply_op("Transpose", b, rules.ints(swap)) if b_transposed else b
+        g = apply_op("Transpose", g, swap)
+    q = apply_op("Transpose", b, swap) if b_transposed else b
     q = conj(q) if b_conjugated else q
     dtype = op.get_attr("T")
     indices, _, shape = _entries(a, dtype)
-    da = apply_op("SparseTensorToCSRSparseMatrix", indices, _mat_mul_grad_values(op, g, q, indices, rank), shape)
+    da = apply_op("SparseTensorToCSRSparseMatrix", indices,
+                  _mat_mul_grad_values(op, g, q, indices, b.shape.rank), shape)
     # dQ = P^H G: P^H is A^H (a plain), conj(A) (a transposed: conj(A G~) with G~ = conj(G)), or A.
     a_transposed, a_conjugated = _flags(op, "a")
     if not a_transposed:
@@ -647,7 +664,7 @@ def _mat_mul_grad(op, grad):
         dq = apply_op("SparseMatrixMatMul", a, g)
     else:
         dq = conj(apply_op("SparseMatrixMatMul", a, conj(g)))
-    db = apply_op("Transpose", dq, rules.ints(swap)) if b_transposed else dq
+    db = apply_op("Transpose", dq, swap) if b_transposed else dq
     return da, conj(db) if b_conjugated else db
 
 
