@@ -28,6 +28,7 @@ from gradreg.build.builders import apply_op, constant, convert_to_tensor
 from gradreg.build.builders import make_builder as _make_builder
 from gradreg.compat import declared_namespace as _declared_namespace
 from gradreg.compat import namespace as _namespace
+from gradreg.deadline import time_limit
 from gradreg.errors import GradregError
 from gradreg.formats import load_graph, save_graph, write_graph
 from gradreg.model import dtypes
@@ -157,7 +158,7 @@ __all__ = ["add_to_collection", "AggregationMethod", "apply_op", "as_dtype", "AU
     "quint8", "random", "random_normal_initializer", "random_uniform_initializer", "raw_ops", "recompute_grad",
     "RegisterGradient", "reset_default_graph", "resource", "save_gradient_saved_model", "save_graph",
     "save_onnx", "Session", "set_random_seed", "SignatureGraph", "signature_gradients", "signature_graph", "string",
-    "Tensor", "TensorShape", "train", "trainable_variables",
+    "Tensor", "TensorShape", "time_limit", "train", "trainable_variables",
     "truncated_normal_initializer", "tuple", "uint16", "uint32", "uint64", "uint8", "UnconnectedGradients",
     "Variable", "variable_scope", "variables_initializer", "variance_scaling_initializer", "variant",
     "__version__", "while_loop", "write_graph", "zeros_initializer"]
@@ -231,14 +232,16 @@ def load_onnx(source: _Any, *, base_dir: _Any = None) -> Graph:
     return load_graph(source, format="onnx", base_dir=base_dir)
 
 
-def save_onnx(graph: Graph, path: _Any, outputs: _Any = None) -> None:
+def save_onnx(graph: Graph, path: _Any, outputs: _Any = None, *, opset: int | None = None) -> None:
     """Write ``graph`` as an ONNX model computing ``outputs`` ({ONNX output name: tensor or
     tensor name}; default: a loaded model's own outputs): ``save_graph(graph, path, "onnx",
-    outputs=...)``. The model passes ``onnx.checker.check_model(full_check=True)``."""
+    outputs=...)``. ``opset`` (17 up to the onnx family's, default the family's) writes an older
+    ai.onnx opset. The model passes ``onnx.checker.check_model(full_check=True)``."""
+    options: dict[str, _Any] = {} if opset is None else {"opset": int(opset)}
     if outputs is None:
-        save_graph(graph, path, "onnx")
+        save_graph(graph, path, "onnx", **options)
     else:
-        save_graph(graph, path, "onnx", outputs=dict(outputs))
+        save_graph(graph, path, "onnx", outputs=dict(outputs), **options)
 
 
 def name_scope(name: str | None):

@@ -4,11 +4,12 @@
     gradreg run GRAPH [--feed FILE.npz | --feed NAME=FILE.npy | --feed NAME=VALUE]... --fetch NAME[,NAME...]
                 [--checkpoint CKPT] [--backend numpy|numba] [--json] [-o OUT.npz]
     gradreg grad GRAPH --ys NAMES --xs NAMES [--grad-ys NAMES] [--stop NAMES] [--unconnected none|zero]
-                 [--custom-gradient error|forward] [-o OUT] [--json] [--feed ...]... [--checkpoint CKPT]
+                 [--custom-gradient error|forward] [--symmetric-inputs tensorflow|symmetric|folded]
+                 [-o OUT] [--json] [--feed ...]... [--checkpoint CKPT]
                  [--dask SCHEDULER|local:N [--split NAMES] [--reduction mean|sum] [--shards N]]
     gradreg check GRAPH [--ys NAMES --xs NAMES] [--backend NAME]... [--custom-gradient error|forward] [--json]
     gradreg convert IN OUT                 (.pb, .pbtxt, .json, .onnx and every format a plugin adds)
-    gradreg plugins [--op OP] [--json]
+    gradreg plugins [--op OP | --check PACKAGE | --trace GRAPH] [--json]
     gradreg ops [PATTERN] [--missing] [--json]
     gradreg view GRAPH -o OUT.(svg|png|dot|html) [--ys NAMES] [--xs NAMES] [--depth N] [--expand SCOPE]...
     gradreg tensorboard GRAPH LOGDIR
@@ -44,8 +45,10 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from gradreg import config
+from gradreg import config, deadline
+from gradreg.backends import memory
 from gradreg.cli_inspect import graph_summary, node_lines, summary_lines
+from gradreg.cli_progress import shown_on
 from gradreg.cli_values import PRINT_THRESHOLD, UsageError, describe, names, read_feeds, tensor_name
 from gradreg.cli_view import add_view_commands
 from gradreg.distributed import add_dask_arguments
@@ -62,6 +65,10 @@ __all__ = ["UsageError", "build_parser", "main", "summarize"]
 # from other branches may still call them).
 _names = names
 _tensor_name = tensor_name
+
+
+OPSET_HELP = ("with an .onnx output: write ai.onnx opset N (17 up to the onnx op family's, its default), for "
+              "runtimes pinned to an older one")
 
 
 def _load(path: str):
@@ -176,6 +183,8 @@ format is taken from its suffix, else from its content.""",
     "plugins": """examples:
   gradreg plugins                     # one row per plugin: what it provides, its status
   gradreg plugins --op MatMul         # who provides MatMul's definition, kernels, shape, gradient
+  gradreg plugins --check gradreg-swish   # check a plugin package's ops and rules; exit 1 on a failure
+  gradreg plugins --trace grad.pb     # which plugin and version made each gradient subgraph of a file
   gradreg plugins --json""",
     "ops": """examples:
   gradreg ops                         # every op type: kernels, shape function, gradient rule, family
@@ -185,9 +194,17 @@ format is taken from its suffix, else from its content.""",
 }
 
 
+# Every command takes the resource-limit flags; `gradreg --help` lists them, once.
+LIMITS_NOTE = ("Every command also takes --debug, --quiet, --allow-files and the resource limits\n"
+               "(--max-loop-iterations, --max-nodes, --max-function-depth, --max-op-arity,\n"
+               "--loop-timeout, --timeout):\n"
+               "`gradreg --help` describes them.")
+
+
 def _subparser(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     return sub.add_parser(name, parents=parents, help=help, description=help[:1].upper() + help[1:] + ".",
-                          epilog=EPILOGS[name], formatter_class=argparse.RawDescriptionHelpFormatter)
+                          epilog=EPILOGS[name] + "\n\n" + LIMITS_NOTE,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def _add_execution_options(p: argparse.ArgumentParser, checkpoint: bool = True) -> None:
@@ -207,6 +224,9 @@ def _add_execution_options(p: argparse.ArgumentParser, checkpoint: bool = True) 
                             "(its variables, by name)")
 
 
+GRAD_YS_HELP = ("weights of the ys (default: ones): NAME=VALUE (a number or nested list, broadcast to the y's "
+                "shape), NAME=FILE.npy or FILE.npz (keyed by y), NAME naming a y as on --ys; or, for a graph "
+                "file, comma-separated tensors of the graph, one per y; repeatable")
 FEED_HELP = ("feed values: FILE.npz (keys are tensor names like x:0; a SavedModel's input names), NAME=FILE.npy, "
              "or NAME=VALUE for a small value such as 3.5 or [[1,2],[3,4]]; repeatable")
 
@@ -241,13 +261,18 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="comma-separated tensors to differentiate (SavedModel: signature outputs)")
     p.add_argument("--xs", required=True, metavar="NAMES",
                    help="comma-separated tensors to differentiate by (SavedModel: signature inputs or variables)")
-    p.add_argument("--grad-ys", metavar="NAMES", help="tensors weighting each y (default: ones)")
+    p.add_argument("--grad-ys", action="append", default=None, metavar="WEIGHTS", help=GRAD_YS_HELP)
     p.add_argument("--stop", metavar="NAMES", help="tensors to treat as constants")
     p.add_argument("--unconnected", choices=["none", "zero"], default="none",
                    help="gradient of an x that the ys do not depend on (default: none)")
     p.add_argument("--custom-gradient", choices=["error", "forward"], default="error",
                    help="a node naming a gradient this process lacks (_gradient_op_type, a frozen custom "
-                   "gradient): fail (default) or differentiate through its forward ops")
+                   "gradient): use the gradient function saved with the graph, else fail (default), or "
+                   "differentiate through its forward ops")
+    p.add_argument("--symmetric-inputs", choices=["tensorflow", "symmetric", "folded"], default="tensorflow",
+                   help="the gradient a free matrix gets from ops that read only its lower triangle (Cholesky, "
+                        "SelfAdjointEigV2): TensorFlow's (default), 1/2 (G + G^H) for both, or folded onto the "
+                        "lower triangle for both")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="save the graph with its gradient nodes (.pb, .pbtxt, .json; .onnx writes an ONNX model of the "
                         "ys and gradients). SavedModel: OUT.pb is the signature as one flat graph with its gradients "
@@ -256,6 +281,7 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                         "by x. Without -o the values are printed")
     p.add_argument("--freeze", action="store_true",
                    help="SavedModel, with -o OUT.pb: the variables become constants of their values")
+    p.add_argument("--opset", type=int, metavar="N", help=OPSET_HELP)
     p.add_argument("--json", action="store_true",
                    help='print {"gradients": {x: gradient name or null}} (and "values" when evaluated)')
     p.add_argument("--feed", action="append", default=[], metavar="FEED", help=FEED_HELP)
@@ -266,7 +292,8 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.ArgumentParser) -> None:
     p = _subparser(sub, "check", "list op types lacking a definition, kernel or gradient rule; exit 1 if "
-                   "one lies on the path from --xs to --ys", [common])
+                   "one lies on the path from --xs to --ys, or if the graph's outputs need one that cannot run",
+                   [common])
     p.add_argument("graph", metavar="GRAPH", help="a graph file")
     p.add_argument("--ys", metavar="NAMES", help="comma-separated tensors to differentiate")
     p.add_argument("--xs", metavar="NAMES", help="comma-separated tensors to differentiate by")
@@ -281,6 +308,7 @@ def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.
                    [common])
     p.add_argument("input", metavar="IN", help="the graph to read (format from its suffix, else its content)")
     p.add_argument("output", metavar="OUT", help="the file to write (format from its suffix)")
+    p.add_argument("--opset", type=int, metavar="N", help=OPSET_HELP)
     p.set_defaults(func=_deferred("cmd_convert"))
 
     p = _subparser(sub, "freeze", "write a SavedModel signature as one GraphDef with its variables as constants",
@@ -294,6 +322,15 @@ def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.
     p = _subparser(sub, "plugins", "list the installed plugins, what each provides, and conflicts", [common])
     p.add_argument("--op", metavar="OP", help="show who provides op type OP: definition, kernels per backend, "
                    "shape function, gradient rule, overrides")
+    p.add_argument("--check", metavar="PACKAGE", help="check every op type the plugins of PACKAGE (a distribution, "
+                   "module or plugin name) provide: kernels, shape functions, gradients against finite differences, "
+                   "NotDifferentiable claims, GraphDef/ONNX round trips; exit 1 with one line per failure")
+    p.add_argument("--trace", metavar="GRAPH", help="which plugin (name, distribution, version) made each gradient "
+                   "subgraph of GRAPH (its nodes' _gradreg_rule attrs), against what is installed")
+    p.add_argument("--references", default="tensorflow,onnxruntime", metavar="NAMES",
+                   help="with --check: the runtimes to compare with where installed, comma-separated, or 'none' "
+                        "(default: tensorflow,onnxruntime)")
+    p.add_argument("-v", "--verbose", action="store_true", help="with --check: also list the checks not run, and why")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_deferred("cmd_plugins"))
 
@@ -307,13 +344,23 @@ def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.
     p.set_defaults(func=_deferred("cmd_ops"))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _common_options(described: bool) -> argparse.ArgumentParser:
+    """--debug and the resource limits, which every command takes; described in `gradreg --help`
+    only (each command's help points there instead of repeating them)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show the traceback of errors")
-    _add_limits(common)
+                        help="show the traceback of errors" if described else argparse.SUPPRESS)
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress bars (long loads and compiles show one on a terminal)" if described
+                        else argparse.SUPPRESS)
+    _add_limits(common, described)
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options(described=False)
     parser = argparse.ArgumentParser(
-        prog="gradreg", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="gradreg", parents=[_common_options(described=True)], formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Differentiate, run, inspect and convert TensorFlow-compatible graphs.",
         epilog="examples:\n  gradreg inspect model.pb\n  gradreg grad model.pb --ys loss --xs w,b --feed inputs.npz\n"
                "  gradreg run model.pb --feed 'x=[[1,2]]' --fetch y\n\n"
@@ -349,18 +396,46 @@ _LIMIT_FLAGS = [
     ("--max-nodes", "max_nodes", "refuse graph files (and function bodies) with more than N nodes"),
     ("--max-function-depth", "max_function_depth", "refuse library functions nested more than N calls deep"),
     ("--max-op-arity", "max_op_arity", "refuse nodes with more than N inputs or outputs"),
+    ("--loop-timeout", "loop_timeout", "stop any loop after SECONDS of wall-clock time (0: no limit)"),
+    ("--timeout", "timeout", "stop the command, loading included, after SECONDS of wall-clock time (0: no limit)"),
 ]
+_SECONDS = frozenset({"loop_timeout", "timeout"})
 
 
-def _add_limits(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("resource limits (defaults from the GRADREG_MAX_* variables)")
+def _add_limits(parser: argparse.ArgumentParser, described: bool = True) -> None:
+    group = parser.add_argument_group("resource limits, for every command (defaults from the GRADREG_MAX_* and "
+                                      "GRADREG_*TIMEOUT variables)") if described else parser
     for flag, attribute, text in _LIMIT_FLAGS:
-        group.add_argument(flag, type=_non_negative, default=None, metavar="N",
-                           help=f"{text} (default {getattr(config, attribute):,})")
+        if attribute in _SECONDS:
+            default = _command_timeout() if attribute == "timeout" else config.loop_timeout
+            group.add_argument(flag, type=_seconds, default=None, metavar="SECONDS",
+                               help=f"{text} (default {default:g})" if described else argparse.SUPPRESS)
+        else:
+            group.add_argument(flag, type=_non_negative, default=None, metavar="N",
+                               help=f"{text} (default {getattr(config, attribute):,})" if described
+                               else argparse.SUPPRESS)
     group.add_argument("--allow-files", action="append", default=None, metavar="DIR",
                        help="let the graph's file ops (SaveV2, RestoreV2, ...) read and write under DIR "
                             "(repeatable; also GRADREG_ALLOW_FILES); without it they may only read inside the "
-                            "model (docs/security.md)")
+                            "model (docs/security.md)" if described else argparse.SUPPRESS)
+
+
+def _command_timeout() -> float:
+    """A command's time limit when --timeout does not say: GRADREG_TIMEOUT's, or the one set in
+    gradreg.config, else the command line's default (gradreg.config explains the choice)."""
+    if "GRADREG_TIMEOUT" in os.environ or config.timeout != config.DEFAULT_TIMEOUT:
+        return config.timeout
+    return config.CLI_DEFAULT_TIMEOUT
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number of seconds: {text!r}")
+    return value
 
 
 def _non_negative(text: str) -> int:
@@ -376,9 +451,12 @@ def _non_negative(text: str) -> int:
 @contextlib.contextmanager
 def _limits_applied(args: argparse.Namespace) -> Iterator[None]:
     """The limit flags given (and --allow-files) set gradreg.config while the command runs
-    (restored afterwards, for callers of main() in-process)."""
+    (restored afterwards, for callers of main() in-process), and the command runs under its time
+    limit (gradreg.deadline)."""
     attributes = ["max_elements"] + [attribute for _, attribute, _ in _LIMIT_FLAGS]
     saved = {attribute: getattr(config, attribute) for attribute in attributes}
+    if getattr(args, "timeout", None) is None:
+        args.timeout = _command_timeout()
     for attribute in attributes:
         value = getattr(args, attribute, None)
         if value is not None:
@@ -386,7 +464,8 @@ def _limits_applied(args: argparse.Namespace) -> Iterator[None]:
     saved_files = config.allow_files
     config.allow_files = [*saved_files, *(getattr(args, "allow_files", None) or [])]
     try:
-        yield
+        with deadline.time_limit(config.timeout):
+            yield
     finally:
         for attribute, value in saved.items():
             setattr(config, attribute, value)
@@ -397,20 +476,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _main(argv)[0]
 
 
-def _main(argv: Sequence[str] | None) -> tuple[int, str | None]:
-    """The exit code and the command that ran (None for the help printed without one)."""
+def _main(argv: Sequence[str] | None, console: bool = False) -> tuple[int, str | None]:
+    """The exit code and the command that ran (None for the help printed without one).
+    ``console``: the ``gradreg`` process itself runs it (entry), and exits after."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0, None
-    with _limits_applied(args):
+    if console and args.command in UNCOLLECTED_COMMANDS:
+        gc.disable()
+    with _limits_applied(args), _progress_shown(args):
         return _run_command(parser, args), args.command
+
+
+def _progress_shown(args: argparse.Namespace) -> contextlib.AbstractContextManager[Any]:
+    """Long loads and compiles draw a progress bar on stderr while the command runs, when stderr
+    is a terminal and --quiet is not given (gradreg.cli_progress); otherwise nothing is shown."""
+    if getattr(args, "quiet", False) or not _is_terminal(sys.stderr):
+        return contextlib.nullcontext()
+    return shown_on(sys.stderr)
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 # Commands that read files and print, and write nothing: after one of them the ``gradreg``
 # command leaves its objects out of the interpreter's final garbage collections (see entry).
 READ_ONLY_COMMANDS = frozenset({None, "inspect", "check", "ops", "plugins"})
+# Commands that read one graph and print: the ``gradreg`` command runs them without the cycle
+# collector (they make no garbage cycles to speak of, and then exit), which otherwise walks every
+# object of the graph once or twice after it is built (~1 s of a graph of 10**6 nodes).
+UNCOLLECTED_COMMANDS = frozenset({"inspect"})
 
 
 def entry() -> NoReturn:
@@ -421,9 +522,11 @@ def entry() -> NoReturn:
     objects NumPy, protobuf and the op families made, ~80 ms of a 0.45 s ``gradreg inspect``.
     The exit is otherwise the usual one (atexit callbacks run, threads are joined, files are
     closed); a command that writes files exits with the full collection, which closes a file
-    left in a reference cycle.
+    left in a reference cycle. The process is the command's own: malloc may keep the freed
+    memory of a plan's steps (gradreg.backends.memory), which the library leaves alone.
     """
-    code, command = _main(None)
+    memory.allow_retaining()    # the command's own process: malloc keeps a plan's freed memory
+    code, command = _main(None, console=True)
     if command in READ_ONLY_COMMANDS:
         gc.freeze()
     sys.exit(code)

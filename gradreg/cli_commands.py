@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from gradreg.autodiff.coverage import gradient_overrides_in, library_function_types, op_types_in, op_types_on_path
+from gradreg.autodiff.coverage import (
+    gradient_overrides_in,
+    library_function_types,
+    op_types_in,
+    op_types_needed,
+    op_types_on_path,
+)
 from gradreg.autodiff.gradients import as_dense_gradients, gradients
+from gradreg.cli_inspect import default_outputs
 from gradreg.cli_ops import cmd_ops, cmd_plugins
 from gradreg.cli_saved_model import cmd_freeze, grad_saved_model, graph_only, inspect_saved_model, run_saved_model
 from gradreg.cli_values import (
@@ -31,12 +39,14 @@ from gradreg.cli_values import (
     save_npz,
     suggestion,
 )
+from gradreg.cli_weights import parse_weights, weight_tensors, zero_gradients_note
 from gradreg.distributed import run_distributed_grad
 from gradreg.errors import FeedError
 from gradreg.formats import format_for_path, formats, load_graph, save_graph
 from gradreg.formats.model_kinds import is_saved_model_dir
 from gradreg.formats.signature_graph import restore_from_saved_model
 from gradreg.model.graph import Graph
+from gradreg.model.model_file import declared_name
 from gradreg.registry import Registry, get_registry
 from gradreg.registry.support import op_support
 from gradreg.runtime.session import Session
@@ -70,18 +80,24 @@ def _session(graph: Graph, args: argparse.Namespace) -> Session:
     return session
 
 
-def _fetch_targets(graph: Graph, specs: Sequence[str] | None) -> list[str]:
-    """``--fetch`` names as the Session takes them: ``x`` is ``x:0``, or the op ``x`` when it
-    has no outputs; unknown names are errors with a suggestion."""
+def _fetch_targets(graph: Graph, specs: Sequence[str] | None) -> list[tuple[str, str]]:
+    """(the name the Session takes, the name printed) of each ``--fetch`` name: ``x`` is ``x:0``,
+    or the op ``x`` when it has no outputs; unknown names are errors with a suggestion. Without
+    --fetch, the outputs ``inspect`` lists (a model file's declared outputs, else the graph's
+    results). A tensor prints under its name in the model file, as ``inspect`` and ``grad`` show it."""
     fetches = [n for spec in specs or [] for n in names(spec)]
     if not fetches:
-        raise UsageError("--fetch needs at least one tensor name")
+        outputs = default_outputs(graph)
+        if not outputs:
+            raise UsageError("the graph has no outputs to run by default: name tensors with --fetch")
+        return [(t.name, declared_name(graph, t)) for t in outputs]
     resolved = []
     for name in fetches:
         if ":" not in name and name in graph and not graph.get_operation(name).outputs:
-            resolved.append(name)                    # an op without outputs: run it
+            resolved.append((name, name))            # an op without outputs: run it
         else:
-            resolved.append(find_tensor(graph, name, "--fetch").name)
+            tensor = find_tensor(graph, name, "--fetch")
+            resolved.append((tensor.name, declared_name(graph, tensor)))
     return resolved
 
 
@@ -91,14 +107,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     graph_only(args, "signature")
     graph = load_graph(args.graph)
     feeds = read_feeds(args.feed, graph)
-    resolved = _fetch_targets(graph, args.fetch)
-    values = _session(graph, args).run(resolved, feeds)
+    targets = _fetch_targets(graph, args.fetch)
+    values = _session(graph, args).run([target for target, _ in targets], feeds)
+    shown = [name for _, name in targets]
     if args.json:
-        print(json.dumps({"outputs": [as_json(n, v) for n, v in zip(resolved, values)]}))
+        print(json.dumps({"outputs": [as_json(n, v) for n, v in zip(shown, values)]}))
     else:
-        print_values(list(zip(resolved, values)), args.threshold)
+        print_values(list(zip(shown, values)), args.threshold)
     if args.output:
-        arrays = {name: _storable(v) for name, v in zip(resolved, values) if v is not None}
+        arrays = {name: _storable(v) for name, v in zip(shown, values) if v is not None}
         save_npz(args.output, arrays)
         if not args.json:
             print(f"wrote {len(arrays)} arrays to {args.output}")
@@ -120,40 +137,57 @@ def cmd_convert(args: argparse.Namespace) -> int:
         writable = ", ".join(s for f in formats() if f.write is not None for s in f.suffixes)
         what = "tell the format of" if fmt is None else f"write {fmt.name} files such as"
         raise UsageError(f"cannot {what} {args.output!r}: use a suffix of a writable format ({writable})")
+    options = _write_options(args, fmt)
     graph = load_graph(args.input)   # validates the graph before anything is written
-    save_graph(graph, args.output, fmt.name)
+    save_graph(graph, args.output, fmt.name, **options)
     print(f"wrote {args.output} ({fmt.name}, {len(graph)} nodes)")
     return 0
 
 
+def _write_options(args: argparse.Namespace, fmt: Any) -> dict[str, Any]:
+    """The format options the command line gave (``--opset``), checked against what the output's
+    format takes (UsageError otherwise)."""
+    opset = getattr(args, "opset", None)
+    if opset is None:
+        return {}
+    if fmt is None or "opset" not in fmt.write_options:
+        raise UsageError(f"--opset applies to an ONNX output (.onnx), not {getattr(args, 'output', None) or 'none'}")
+    return {"opset": opset}
+
+
 def cmd_grad(args: argparse.Namespace) -> int:
     if is_saved_model_dir(args.graph):
+        if args.opset is not None:
+            raise UsageError("--opset applies to an ONNX output of a graph file, not a SavedModel's gradients")
         return grad_saved_model(args)
     graph_only(args, "signature")
     if args.freeze:
         raise UsageError(f"--freeze applies to a SavedModel directory, and {args.graph} is not one")
+    chosen = format_for_path(args.output) if args.output else None
+    options = _write_options(args, chosen)
     graph = load_graph(args.graph)
     ys = find_tensors(graph, args.ys, "--ys")
     xs = find_tensors(graph, args.xs, "--xs")
-    grad_ys = find_tensors(graph, args.grad_ys, "--grad-ys") if args.grad_ys else None
     stop = find_tensors(graph, args.stop, "--stop") if args.stop else None
     if not ys or not xs:
         raise UsageError("--ys and --xs each need at least one tensor name")
-    if grad_ys is not None and len(grad_ys) != len(ys):
-        raise UsageError(f"--grad-ys names {len(grad_ys)} tensors for {len(ys)} ys")
+    grad_ys = _grad_ys(graph, ys, args)
     feeds = read_feeds(args.feed, graph)
     _backend(args.backend)
     with graph.as_default():
         grads = gradients(ys, xs, grad_ys=grad_ys, stop_gradients=stop, unconnected_gradients=args.unconnected,
-                          custom_gradient=args.custom_gradient)
+                          custom_gradient=args.custom_gradient, symmetric_inputs=args.symmetric_inputs)
         grads = as_dense_gradients(grads)
-    values = _grad_values(args, graph, ys, xs, grads, feeds)
+    values = _grad_values(args, graph, ys, xs, grads, feeds, grad_ys)
+    note = None if grad_ys else zero_gradients_note([values.get(g.name) for g in grads if g is not None],
+                                                    names(args.ys))
+    if note:
+        print(f"gradreg grad: note: {note}", file=sys.stderr)
     # (x as the user sees it, its gradient's name) per x, and the names values are shown under
-    rows = [(x.name, None if g is None else g.name) for x, g in zip(xs, grads)]
-    shown = {t.name: t.name for t in [*ys, *(g for g in grads if g is not None)]}
-    chosen = format_for_path(args.output) if args.output else None
+    rows = [(declared_name(graph, x), None if g is None else g.name) for x, g in zip(xs, grads)]
+    shown = {t.name: declared_name(graph, t) for t in [*ys, *(g for g in grads if g is not None)]}
     if chosen is not None and chosen.write_outputs is not None:
-        rows, shown = _save_gradient_model(graph, args, ys, grads, chosen.name)
+        rows, shown = _save_gradient_model(graph, args, ys, grads, chosen.name, options)
     elif args.output:
         save_graph(graph, args.output)
     if args.json:
@@ -186,7 +220,8 @@ def _print_gradients(rows: Sequence[tuple[str, str | None]], grads: Sequence[Any
 
 
 def _save_gradient_model(graph: Graph, args: argparse.Namespace, ys: Sequence[Any], grads: Sequence[Any],
-                         format_name: str) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
+                         format_name: str, options: dict[str, Any]) -> tuple[list[tuple[str, str | None]],
+                                                                              dict[str, str]]:
     """Write a model format with named outputs (ONNX): the ys under their names on the command
     line and one gradient per x, named ``<x>_grad``. Returns the rows (x as named on the command
     line, its gradient's output name or None) and the output name of each y and gradient tensor."""
@@ -201,15 +236,35 @@ def _save_gradient_model(graph: Graph, args: argparse.Namespace, ys: Sequence[An
         if g is not None:
             outputs[f"{name}_grad"] = g
             shown.setdefault(g.name, f"{name}_grad")
-    save_graph(graph, args.output, format_name, outputs=outputs)
+    save_graph(graph, args.output, format_name, outputs=outputs, **options)
     return rows, shown
 
 
+def _grad_ys(graph: Graph, ys: list[Any], args: argparse.Namespace) -> list[Any] | None:
+    """The --grad-ys weights of the ys (None: ones for all): values, or tensors of the graph."""
+    values, tensors = parse_weights(args.grad_ys)
+    if tensors:
+        found = [find_tensor(graph, name, "--grad-ys") for name in tensors]
+        if len(found) != len(ys):
+            raise UsageError(f"--grad-ys names {len(found)} tensors for {len(ys)} ys")
+        return found
+    if not values:
+        return None
+    labels = [[given, y.name, declared_name(graph, y)] for given, y in zip(names(args.ys), ys)]
+    return weight_tensors(graph, ys, labels, values)
+
+
 def _grad_values(args: argparse.Namespace, graph: Graph, ys: list[Any], xs: list[Any], grads: list[Any],
-                 feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+                 feeds: dict[str, np.ndarray], grad_ys: list[Any] | None = None) -> dict[str, Any]:
     """The values of the ys and the gradients with the --feed values, keyed by tensor name: on
     the --dask cluster (data-parallel), else in this process; {} when only -o is wanted."""
     if args.dask is not None:
+        if args.symmetric_inputs != "tensorflow":
+            raise UsageError("--symmetric-inputs applies to gradients computed in this process, not with --dask")
+        if grad_ys is not None:   # the cluster takes the weights as tensors of the graph, by name
+            if any(t is None for t in grad_ys):
+                raise UsageError("with --dask, --grad-ys gives a weight for every y")
+            args = argparse.Namespace(**{**vars(args), "grad_ys": ",".join(t.name for t in grad_ys)})
         y_values, x_grads = run_distributed_grad(args, graph, feeds)
         return {**y_values, **{g.name: x_grads[x.name] for x, g in zip(xs, grads) if g is not None}}
     if args.output and not args.feed:
@@ -226,7 +281,9 @@ def _grad_values(args: argparse.Namespace, graph: Graph, ys: list[Any], xs: list
 
 def cmd_check(args: argparse.Namespace) -> int:
     """List the op types of a graph that lack an op definition, a kernel (per backend) or a
-    gradient rule; exit 1 if one of them lies on the path from --xs to --ys."""
+    gradient rule; exit 1 if one of them lies on the path from --xs to --ys, or, without them,
+    if the graph's outputs (those ``inspect`` lists) need an op type without a definition or a
+    kernel."""
     graph = load_graph(args.graph)
     registry = get_registry()
     backends = _check_backends(args.backend, registry)
@@ -235,39 +292,55 @@ def cmd_check(args: argparse.Namespace) -> int:
     functions = library_function_types(graph)
     used = op_types_in(graph)
     on_path: dict[str, list[str]] = {}
+    needed: dict[str, list[str]] = {}
     if args.ys:
         on_path = op_types_on_path(find_tensors(graph, args.ys, "--ys"), find_tensors(graph, args.xs, "--xs"))
+    else:
+        needed = op_types_needed(default_outputs(graph))
     rows: list[dict[str, Any]] = []
     for op_type in sorted(set(used) | set(on_path)):
         support = op_support(op_type, backends, library_function=op_type in functions, registry=registry)
         missing = support.missing(backends)
         if missing:
-            rows.append({"op_type": op_type, "nodes": (on_path.get(op_type) or used[op_type])[:3],
-                         "on_path": op_type in on_path, "missing": missing, "hint": support.hint()})
+            runs = missing == ["gradient rule"]
+            rows.append({"op_type": op_type, "nodes": (on_path.get(op_type) or needed.get(op_type)
+                                                       or used[op_type])[:3],
+                         "on_path": op_type in on_path, "needed_by_outputs": op_type in needed and not runs,
+                         "missing": missing, "hint": support.hint()})
     rows += _override_rows(graph, registry, on_path, args.custom_gradient)
-    blocking = [r for r in rows if r["on_path"]]
+    blocking = [r for r in rows if r["on_path"] or r.get("needed_by_outputs")]
     if args.json:
         print(json.dumps({"backends": list(backends), "op_types": len(used), "incomplete": rows,
-                          "path_checked": bool(args.ys), "path_ok": not blocking}, indent=2))
+                          "path_checked": bool(args.ys), "path_ok": not blocking,
+                          "outputs_checked": not args.ys, "outputs_ok": not blocking}, indent=2))
         return 1 if blocking else 0
+    _print_check(args, used, backends, rows, blocking)
+    return 1 if blocking else 0
+
+
+def _print_check(args: argparse.Namespace, used: dict[str, list[str]], backends: Sequence[str],
+                 rows: list[dict[str, Any]], blocking: list[dict[str, Any]]) -> None:
     print(f"graph: {args.graph}: {len(used)} op types (functions included); backends: {', '.join(backends)}")
     if not rows:
         print("every op type has an op definition, kernels and a gradient rule")
     for r in rows:
-        where = "ON PATH " if r["on_path"] else ""
+        where = "ON PATH " if r["on_path"] else "NEEDED " if r.get("needed_by_outputs") else ""
         hint = f"; {r['hint']}" if r["hint"] else ""
         print(f"  {where}{r['op_type']}: no {', '.join(r['missing'])} (e.g. {', '.join(r['nodes'])}){hint}")
     if args.ys:
         print(f"path {args.xs} -> {args.ys}: " + (f"{len(blocking)} op types cannot be run or differentiated"
                                                    if blocking else "ok"))
-    return 1 if blocking else 0
+    else:
+        count = f"{len(blocking)} op type" + ("" if len(blocking) == 1 else "s")
+        print("outputs: " + (f"{count} (NEEDED) cannot be run" if blocking else "every op they need can run"))
 def _override_rows(graph: Graph, registry: Registry, on_path: dict[str, list[str]], mode: str) -> list[dict[str, Any]]:
     """Rows for nodes naming a gradient (_gradient_op_type) this process does not have: no
     gradient rule for them, unless --custom-gradient forward differentiates them by op type."""
     path_nodes = {n for nodes in on_path.values() for n in nodes}
     rows: list[dict[str, Any]] = []
     for key, nodes in sorted(gradient_overrides_in(graph).items()):
-        if key in graph.custom_gradients or registry.gradients.lookup(key) is not None:
+        if key in graph.custom_gradients or registry.gradients.lookup(key) is not None or \
+                graph.library.registered_gradient(key) is not None:      # saved with the graph
             continue
         rows.append({"op_type": f"_gradient_op_type '{key}'", "nodes": nodes[:3],
                      "on_path": mode != "forward" and any(n in path_nodes for n in nodes),

@@ -1,7 +1,9 @@
-"""What ``gradreg inspect GRAPH`` reports about a graph file: its signature (inputs: the
-placeholders; outputs: the tensors nothing consumes that are results, not loop internals or
-control-flow and variable plumbing), its op types (those inside library functions counted
-separately), its functions, and with ``--nodes`` one line per node.
+"""What ``gradreg inspect GRAPH`` reports about a graph file: its signature, its op types (those
+inside library functions counted separately), its functions, and with ``--nodes`` one line per
+node. A model file that declares its inputs and outputs (ONNX) gives them under its own names,
+with symbolic dimensions by name, and facts about the file (producer, IR version, opsets); a
+GraphDef's are found: inputs are the placeholders, outputs the tensors nothing consumes that are
+results, not loop internals or control-flow and variable plumbing.
 
     >>> summary = graph_summary(load_graph("model.pb"))
     >>> summary["signature"]["inputs"]
@@ -15,6 +17,7 @@ from typing import Any
 from gradreg.errors import GradregError
 from gradreg.model.frames import ENTER, EXIT, LOOP_COND, NEXT_ITERATION, SWITCH, LoopStructure, is_loop_merge
 from gradreg.model.graph import Graph, Operation, Tensor
+from gradreg.model.model_file import DeclaredTensor, model_file
 from gradreg.model.shapes import TensorShape
 from gradreg.model.traversal import topological_order
 
@@ -43,12 +46,29 @@ def shape_list(shape: TensorShape | None) -> list[int | None] | None:
     return list(shape.dims)
 
 
-def shape_text(shape: list[int | None] | None) -> str:
+def shape_text(shape: list[int | str | None] | None) -> str:
+    """``[N, 3, ?]``: a symbolic dimension by its name, an unknown one as ``?``."""
     return "<unknown rank>" if shape is None else "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def tensor_info(t: Tensor) -> dict[str, Any]:
     return {"name": t.name, "dtype": t.dtype.name if t.dtype is not None else None, "shape": shape_list(t.shape)}
+
+
+def declared_info(d: DeclaredTensor) -> dict[str, Any]:
+    """A declared input or output: its name in the file, declared dtype and shape (symbolic
+    dimensions by name), and the graph's tensor."""
+    return {"name": d.name, "dtype": d.dtype, "shape": None if d.shape is None else list(d.shape),
+            "tensor": d.tensor.name}
+
+
+def default_outputs(graph: Graph) -> list[Tensor]:
+    """What ``gradreg run`` fetches without ``--fetch``: the outputs ``inspect`` lists (a model file's
+    declared outputs, else the graph's results)."""
+    declared = model_file(graph)
+    if declared is not None and declared.outputs:
+        return [d.tensor for d in declared.outputs]
+    return real_outputs(graph)
 
 
 def _loop_ops(graph: Graph) -> set[Operation]:
@@ -128,8 +148,12 @@ def real_outputs(graph: Graph) -> list[Tensor]:
     inside_loops = _loop_ops(graph)
     out = []
     for op in graph.operations():
-        if (op.type in NOT_OUTPUTS or op in inside_loops or is_loop_merge(op) or _saver_plumbing(op)
-                or op.control_outputs or any(t.consumers_view() for t in op.outputs) or _plumbing(op, graph)):
+        # The commonest reason first, cheaply: a graph of a million nodes is a million of these.
+        outputs = op.outputs
+        if len(outputs) == 1 and outputs[0].consumers_view():
+            continue
+        if (any(t.consumers_view() for t in outputs) or op.type in NOT_OUTPUTS or op in inside_loops
+                or is_loop_merge(op) or _saver_plumbing(op) or op.control_outputs or _plumbing(op, graph)):
             continue
         out.extend(op.outputs)
     return out
@@ -161,16 +185,24 @@ def graph_summary(graph: Graph, nodes: bool = False) -> dict[str, Any]:
     in_functions: collections.Counter[str] = collections.Counter()
     for info in functions.values():
         in_functions.update(info["op_types"])
+    declared = model_file(graph)
+    if declared is not None:
+        signature = {"inputs": [declared_info(d) for d in declared.inputs],
+                     "outputs": [declared_info(d) for d in declared.outputs]}
+    else:
+        signature = {"inputs": [tensor_info(op.outputs[0]) for op in ops
+                                if op.type in PLACEHOLDERS and not _feeds_only_saver(op)],
+                     "outputs": [tensor_info(t) for t in real_outputs(graph)]}
     summary: dict[str, Any] = {
         "nodes": len(ops),
-        "signature": {"inputs": [tensor_info(op.outputs[0]) for op in ops
-                                 if op.type in PLACEHOLDERS and not _feeds_only_saver(op)],
-                      "outputs": [tensor_info(t) for t in real_outputs(graph)]},
+        "signature": signature,
         "op_types": dict(sorted(collections.Counter(op.type for op in ops).items())),
         "function_nodes": sum(info["nodes"] for info in functions.values()),
         "function_op_types": dict(sorted(in_functions.items())),
         "functions": functions,
     }
+    if declared is not None:
+        summary["model"] = {"format": declared.format, **declared.facts}
     if nodes:
         summary["node_list"] = [node_info(op) for op in ops]
     return summary
@@ -178,9 +210,14 @@ def graph_summary(graph: Graph, nodes: bool = False) -> dict[str, Any]:
 
 def summary_lines(path: str, summary: dict[str, Any]) -> list[str]:
     """The text form of :func:`graph_summary`."""
-    lines = [f"graph: {path}", f"nodes: {summary['nodes']}" + (
+    lines = [f"graph: {path}"]
+    if "model" in summary:
+        facts = dict(summary["model"])
+        lines.append(f"model: {facts.pop('format').upper()}")
+        lines += [f"  {key}: {value}" for key, value in facts.items()]
+    lines.append(f"nodes: {summary['nodes']}" + (
         f" (+ {summary['function_nodes']} inside {_count(len(summary['functions']), 'function')})"
-        if summary["functions"] else "")]
+        if summary["functions"] else ""))
     for kind in ("inputs", "outputs"):
         tensors = summary["signature"][kind]
         lines.append(f"{kind}:" if tensors else f"{kind}: none")

@@ -10,21 +10,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
-import importlib.util
 import json
-import pathlib
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from gradreg.cli_plugins import cmd_check_plugin, cmd_trace
 from gradreg.cli_values import UsageError, suggestion
 from gradreg.errors import GradregError, PluginError
 from gradreg.model.frames import STRUCTURE
 from gradreg.registry import Registry, get_registry
+from gradreg.registry.census import CENSUS_FILE, coverage, load_census
 
 NOT_DIFFERENTIABLE = "not differentiable"
-# The op census of tools/op_coverage.py, found beside the package in a source checkout.
-CENSUS_SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "tools" / "op_coverage.py"
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO | None = None) -> None:
@@ -117,27 +115,16 @@ def ops_summary(rows: Sequence[dict[str, Any]], backends: Sequence[str]) -> str:
             f"{sum(r['gradient'] is None for r in rows)} without a gradient entry")
 
 
-def load_census_tool(path: pathlib.Path | None = None) -> Any:
-    """tools/op_coverage.py (``path``, default CENSUS_SCRIPT) as a module; GradregError if this
-    is not a source checkout."""
-    path = path or CENSUS_SCRIPT
-    if not path.is_file():
-        raise GradregError(f"the op census ({path}) is not available: --missing needs a source checkout of "
-                           f"gradreg (tools/op_coverage.py and tools/tf_gradient_registry.json)")
-    spec = importlib.util.spec_from_file_location("gradreg_op_coverage", path)
-    if spec is None or spec.loader is None:
-        raise GradregError(f"{path}: cannot be loaded as a module")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def missing_gradients(registry: Registry) -> dict[str, Any]:
-    """TensorFlow's registered gradients gradreg does not cover, from tools/op_coverage.py's
-    census: {"tensorflow": version, "covered": n, "registered": n, "missing": [{op, tf, models}]}."""
-    tool = load_census_tool()
-    census = tool.load_census()
-    figures = tool.coverage(census, registry)
+    """TensorFlow's registered gradients gradreg does not cover, from the op census shipped with
+    the package (gradreg.registry.census): {"tensorflow": version, "covered": n, "registered": n,
+    "missing": [{op, tf, used_by_models}]}."""
+    try:
+        census = load_census()
+    except (OSError, ValueError) as exc:
+        raise GradregError(f"the op census ({CENSUS_FILE}, package data of gradreg.registry) cannot be read: "
+                           f"{exc}") from None
+    figures = coverage(census, registry)
     rows = figures["rows"]
     return {"tensorflow": census.get("tensorflow"), "covered": figures["covered"],
             "registered": figures["registered"], "considered": figures["considered"],
@@ -224,6 +211,10 @@ def _op_type(registry: Registry, op_type: str, backends: Sequence[str]) -> str:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
+    if args.check:
+        return cmd_check_plugin(args)
+    if args.trace:
+        return cmd_trace(args)
     registry = get_registry()
     registry.complete_all()     # deferred families (onnx) list what they provide
     backends = _usable_backends(registry)
@@ -236,6 +227,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             render_table(["what", "provided by"], [list(r) for r in rows])
         return 0
     conflicts = registry.conflicts()
+    resolved = registry.resolved_conflicts()
     if args.json:
         print(json.dumps({
             "plugins": [{"name": r.name, "version": r.version, "distribution": r.distribution,
@@ -243,6 +235,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
                          "provides": {k: sorted(v) for k, v in sorted(r.provides.items())},
                          "overrides": sorted(r.overrides)} for r in registry.plugins.values()],
             "conflicts": conflicts,
+            "resolved": {kind: {key: {"used": used, "over": list(others)} for key, (used, others) in entries.items()}
+                         for kind, entries in resolved.items()},
         }, indent=2))
         return 0
     headers, table = plugin_table(registry, backends)
@@ -254,6 +248,10 @@ def cmd_plugins(args: argparse.Namespace) -> int:
                 print(f"  {kind} of '{key}': {' and '.join(plugins)}")
     else:
         print("no conflicts")
+    for kind, overridden in resolved.items():
+        for key, (used, others) in overridden.items():
+            print(f"RESOLVED: {kind} of '{key}': '{used}' is used over {' and '.join(repr(o) for o in others)} "
+                  f"(all declare the override; the first by name wins)")
     print("`gradreg plugins --op OP` shows who provides an op type; `gradreg ops` lists every op type")
     return 0
 
@@ -289,5 +287,5 @@ def _print_missing(registry: Registry, as_json_document: bool) -> int:
                  [[m["op"], m["tf"], str(m["used_by_models"])] for m in found["missing"]])
     print(f"{len(found['missing'])} of TensorFlow {found['tensorflow']}'s {found['considered']} registered gradients "
           f"(infrastructure excluded) have no gradreg gradient; gradreg covers {found['covered']} of "
-          f"{found['registered']} (tools/op_coverage.py)")
+          f"{found['registered']} (the op census; tools/op_coverage.py in a source checkout reports more)")
     return 0

@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,10 +28,12 @@ from gradreg.cli_values import (
     save_npz,
     suggestion,
 )
+from gradreg.cli_weights import parse_weights, weight_arrays, weight_tensors, zero_gradients_note
 from gradreg.errors import FetchError, GradregError, SavedModelError
 from gradreg.formats import format_for_path, save_graph
 from gradreg.formats.gradient_saved_model import save_gradient_saved_model
 from gradreg.formats.model_kinds import is_saved_model_dir
+from gradreg.formats.saved_model import read_saved_model
 from gradreg.formats.saved_model_loader import LoadedSavedModel, load_saved_model
 from gradreg.formats.signature_graph import gradient_name, signature_gradients
 from gradreg.model.dtypes import as_dtype
@@ -66,8 +69,11 @@ def _info(info: Any) -> dict[str, Any]:
     """dtype, shape and tensor of a SignatureDef's TensorInfo."""
     shape = None if info.tensor_shape.unknown_rank else [d.size if d.size >= 0 else None
                                                          for d in info.tensor_shape.dim]
-    return {"dtype": as_dtype(info.dtype).name if info.dtype else "?", "shape": shape,
-            "tensor": info.name or info.WhichOneof("encoding")}
+    try:
+        dtype = as_dtype(info.dtype).name if info.dtype else "?"
+    except GradregError:
+        dtype = f"<DataType {info.dtype}>"     # a hostile file's enum: shown, not trusted
+    return {"dtype": dtype, "shape": shape, "tensor": info.name or info.WhichOneof("encoding")}
 
 
 def saved_model_summary(model: LoadedSavedModel) -> dict[str, Any]:
@@ -82,8 +88,11 @@ def saved_model_summary(model: LoadedSavedModel) -> dict[str, Any]:
     variables = {name: {"dtype": v.variable.dtype.name, "shape": v.variable.shape.as_list(),
                         "trainable": v.trainable, "checkpoint_key": v.source.key}
                  for name, v in model.model_variables.items()}
-    return {"path": model.path, "tags": list(model.tags), "object_graph": model.is_tf2,
-            "signatures": signatures, "variables": variables}
+    meta_graphs = read_saved_model(model.path).meta_graphs
+    return {"path": model.path, "tags": list(model.tags),
+            "tag_sets": [sorted(m.meta_info_def.tags) for m in meta_graphs],
+            "tensorflow_version": model.meta_graph.meta_info_def.tensorflow_version or None,
+            "object_graph": model.is_tf2, "signatures": signatures, "variables": variables}
 
 
 def _shape_str(shape: list[int | None] | None) -> str:
@@ -99,7 +108,10 @@ def inspect_saved_model(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
         return 0
     kind = "TF2 (object graph)" if summary["object_graph"] else "TF1 (collections)"
-    print(f"SavedModel: {model.path}  tags {','.join(model.tags)}  {kind}")
+    print(f"SavedModel: {model.path}")
+    print(f"  tag-sets: {'; '.join(','.join(tags) for tags in summary['tag_sets'])}")
+    written = f", written by TensorFlow {summary['tensorflow_version']}" if summary["tensorflow_version"] else ""
+    print(f"  MetaGraph: tags {','.join(model.tags)}, {kind}{written}")
     for name, signature in summary["signatures"].items():
         print(f"signature '{name}'  ({signature['method'] or 'no method name'})")
         for kind_name in ("inputs", "outputs"):
@@ -150,22 +162,35 @@ def run_saved_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def grad_saved_model(args: argparse.Namespace) -> int:
-    if args.grad_ys or args.stop:
-        raise UsageError("--grad-ys and --stop apply to graph files; a SavedModel's ys get weights of ones")
+def _grad_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options grad takes for a SavedModel (UsageError for the others); the --grad-ys
+    weights, which are values keyed by output name."""
+    if args.stop:
+        raise UsageError("--stop applies to graph files, not to SavedModel directories")
+    weights, tensors = parse_weights(args.grad_ys)
+    if tensors:
+        raise UsageError(f"--grad-ys {','.join(tensors)}: a SavedModel's ys are weighted by values, "
+                         f"NAME=VALUE, NAME=FILE.npy or FILE.npz keyed by output name")
     if getattr(args, "dask", None) is not None:
         raise UsageError("--dask applies to graph files, not to SavedModel directories")
     _no_checkpoint(args)
     if args.freeze and not args.output:
         raise UsageError("--freeze applies to -o GRAPH (the gradient graph written)")
+    return weights
+
+
+def grad_saved_model(args: argparse.Namespace) -> int:
+    weights = _grad_options(args)
     model = _open_saved_model(args)
     signature = _signature(model, args.signature)
     ys = [_signature_part(signature.outputs, n, "output", signature.name) for n in names(args.ys)]
     x_names = names(args.xs)
     xs = [signature.inputs[n] if n in signature.inputs else _variable(model, signature, n) for n in x_names]
+    grad_ys = weight_tensors(model.graph, ys, [[n] for n in names(args.ys)], weights) if weights else None
     with model.graph.as_default():
-        grads = as_dense_gradients(gradients(ys, xs, unconnected_gradients=args.unconnected,
-                                             custom_gradient=args.custom_gradient))
+        grads = as_dense_gradients(gradients(ys, xs, grad_ys=grad_ys, unconnected_gradients=args.unconnected,
+                                             custom_gradient=args.custom_gradient,
+                                             symmetric_inputs=args.symmetric_inputs))
     mapping = {x: (g.name if g is not None else None) for x, g in zip(x_names, grads)}
     values: dict[str, Any] = {}
     if args.feed:
@@ -173,8 +198,12 @@ def grad_saved_model(args: argparse.Namespace) -> int:
                  if _signature_part(signature.inputs, k, "input", signature.name) is not None}
         fetched = model.session.run([*ys, *[g for g in grads if g is not None]], feeds)
         values = dict(zip([*names(args.ys), *[x for x, g in zip(x_names, grads) if g is not None]], fetched))
+        note = None if grad_ys else zero_gradients_note(fetched[len(ys):], names(args.ys))
+        if note:
+            print(f"gradreg grad: note: {note}", file=sys.stderr)
     if args.output:
-        mapping = _write_gradients(args, model, signature, values, x_names, bool(args.feed)) or mapping
+        arrays = weight_arrays(ys, names(args.ys), weights) if weights else None
+        mapping = _write_gradients(args, model, signature, values, x_names, bool(args.feed), arrays) or mapping
     if args.json:
         document: dict[str, Any] = {"gradients": mapping}
         if values:    # keyed as on the command line: the ys' output names, each x's name
@@ -208,11 +237,13 @@ def _variable(model: LoadedSavedModel, signature: Any, name: str) -> Any:
 
 
 def _write_gradients(args: argparse.Namespace, model: LoadedSavedModel, signature: Any, values: dict[str, Any],
-                     x_names: list[str], evaluated: bool) -> dict[str, str | None] | None:
+                     x_names: list[str], evaluated: bool,
+                     weights: dict[str, Any] | None = None) -> dict[str, str | None] | None:
     """-o OUT.npz: the gradients' values; -o OUTDIR/ (or an existing directory): a copy of the
     SavedModel with a gradients signature; -o OUT.pb (any graph format): the signature's flat
     gradient graph (gradreg.formats.signature_graph), its variables as constants with --freeze.
-    Returns each x's gradient's name in what was written (None for the npz)."""
+    ``weights``: the --grad-ys arrays by y. Returns each x's gradient's name in what was written
+    (None for the npz)."""
     path = args.output
     if path.lower().endswith(".npz"):
         if not evaluated:
@@ -221,7 +252,7 @@ def _write_gradients(args: argparse.Namespace, model: LoadedSavedModel, signatur
         save_npz(path, arrays)
         print(f"wrote {len(arrays)} gradients to {path} (keyed by x)")
         return None
-    flat = signature_gradients(model, names(args.ys), x_names, signature=signature.name,
+    flat = signature_gradients(model, names(args.ys), x_names, signature=signature.name, grad_ys=weights,
                                unconnected_gradients=args.unconnected, custom_gradient=args.custom_gradient)
     fetched = ", ".join(sorted(flat.fetches))
     written = {x: gradient_name(x) if flat.gradients.get(x) is not None else None for x in x_names}

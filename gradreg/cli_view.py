@@ -35,11 +35,20 @@ nodes, and the HTML page has a switch for it.
 
 .dot and .html need nothing installed; .svg and .png need Graphviz
 (apt install graphviz | brew install graphviz | conda install graphviz).
+
+Every command also takes --debug, --quiet, --allow-files and the resource limits:
+`gradreg --help` describes them.
 """
+
+GRAPH_HELP = ("a graph file (GraphDef .pb, .pbtxt or .json; ONNX .onnx; any format a plugin adds), or a "
+              "SavedModel directory")
 
 TENSORBOARD_EPILOG = """\
 examples:
   gradreg tensorboard grad.pb runs/grad && tensorboard --logdir runs
+
+Every command also takes --debug, --quiet, --allow-files and the resource limits:
+`gradreg --help` describes them.
 """
 
 
@@ -64,8 +73,7 @@ def add_view_commands(subparsers: Any, parents: Sequence[argparse.ArgumentParser
         description="Draw a graph with name scopes folded into boxes, the gradient part in its own colour, "
                     "loop frames and function calls as boxes, op types and static shapes on the nodes.",
         epilog=VIEW_EPILOG, formatter_class=formatter)
-    p.add_argument("graph", help="a graph file (.pb, .pbtxt, .onnx, ...) or a SavedModel directory (drawn as one "
-                                 "signature with its functions inlined)")
+    p.add_argument("graph", help=GRAPH_HELP + " (drawn as one signature with its functions inlined)")
     p.add_argument("-o", "--output", required=True, type=_picture_path, metavar="OUT.(svg|png|dot|html)",
                    help="the picture; its suffix chooses the format")
     p.add_argument("--ys", metavar="NAMES", help="show only ops on paths into these tensors or ops (comma-separated)")
@@ -94,7 +102,7 @@ def add_view_commands(subparsers: Any, parents: Sequence[argparse.ArgumentParser
         "tensorboard", parents=list(parents), help="write a TensorBoard event file holding a graph",
         description="Write LOGDIR/events.out.tfevents.* holding the graph; TensorBoard's graph tab shows it.",
         epilog=TENSORBOARD_EPILOG, formatter_class=formatter)
-    p.add_argument("graph", help="a .pb or .pbtxt GraphDef")
+    p.add_argument("graph", help=GRAPH_HELP)
     p.add_argument("logdir", help="directory for the event file (created if missing)")
     p.set_defaults(func=cmd_tensorboard)
 

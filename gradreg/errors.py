@@ -93,6 +93,13 @@ class IterationLimitError(ExecutionError):
     """A loop ran more iterations than its limit allows."""
 
 
+class DeadlineExceededError(ExecutionError):
+    """A call ran past its wall-clock time limit (gradreg.config.timeout, Session(timeout=...),
+    ``--timeout``), or a loop past its own (gradreg.config.loop_timeout): raised between nodes,
+    iterations or function calls, naming the node, loop or file it stopped at. Loading a file
+    past the limit raises it too (``node_name`` None, the message naming the file)."""
+
+
 class PluginError(GradregError):
     """A plugin failed to load, or two plugins claim the same op type."""
 

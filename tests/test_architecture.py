@@ -22,7 +22,8 @@ PACKAGE = ROOT / "gradreg"
 
 # Bottom to top. A module's layer is the one of its longest matching prefix.
 LAYERS: list[tuple[str, ...]] = [
-    ("gradreg.errors", "gradreg.config", "gradreg.proto", "gradreg.file_access"),
+    ("gradreg.errors", "gradreg.config", "gradreg.deadline", "gradreg.progress", "gradreg.proto",
+     "gradreg.file_access"),
     ("gradreg.model",),
     ("gradreg.registry",),
     ("gradreg.build",),
@@ -338,3 +339,107 @@ ENCAPSULATED = [p for p in sorted(PACKAGE.rglob("*.py")) if "proto" not in p.par
 def test_no_module_uses_another_modules_private_names(path):
     found = foreign_private_uses(path)
     assert not found, f"{path.relative_to(ROOT)} uses private names it does not define:\n" + "\n".join(found)
+
+
+# -- the core and the families ------------------------------------------------------------------------
+
+PLUGINS = ROOT / "plugins"
+# Families whose own import graph is checked below (no cycle, few explained imports inside functions).
+CHECKED_FAMILIES = {"onnx": 11}      # family -> at most this many groups of imports inside functions
+
+
+def test_the_core_imports_no_plugin():
+    """gradreg/ finds plugins through entry points; it never names one (imports inside functions too)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
+                      if n.split(".")[0] == "gradreg_plugins"]
+    assert not found, "the core imports plugins:\n" + "\n".join(found)
+
+
+def _family_modules(family: str) -> dict[str, pathlib.Path]:
+    return _modules(PLUGINS / "gradreg_plugins" / family, PLUGINS)
+
+
+def _family_imports(family: str) -> list[tuple[str, str, bool, bool]]:
+    """(module, imported gradreg_plugins module, inside a function, TYPE_CHECKING-only) of a family."""
+    modules = {**_family_modules(family)}
+    everything = _modules(PLUGINS / "gradreg_plugins", PLUGINS)
+    out = []
+
+    def resolve(name: str, imported: str | None) -> str | None:
+        if name.split(".")[0] != "gradreg_plugins":
+            return None
+        if imported is not None and f"{name}.{imported}" in everything:
+            return f"{name}.{imported}"
+        return name
+
+    def walk(node: ast.AST, source: str, in_function: bool, type_only: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            only = type_only or (isinstance(child, ast.If) and _is_type_checking(child.test))
+            if isinstance(child, ast.Import):
+                out.extend((source, t, in_function, type_only) for a in child.names
+                           if (t := resolve(a.name, None)) is not None)
+            elif isinstance(child, ast.ImportFrom):
+                out.extend((source, t, in_function, type_only) for a in child.names
+                           if (t := resolve(child.module or "", a.name)) is not None)
+            walk(child, source, inside, only)
+
+    for module, path in modules.items():
+        walk(ast.parse(path.read_text()), module, False, False)
+    return out
+
+
+@pytest.mark.parametrize("family", sorted(CHECKED_FAMILIES))
+def test_a_family_has_no_import_cycle(family):
+    edges: dict[str, set[str]] = {}
+    for source, target, _, type_only in _family_imports(family):
+        if not type_only and target != source and not _within(source, target):
+            edges.setdefault(source, set()).add(target)
+    cycles = _cycles(edges)
+    assert not cycles, f"import cycles in the {family} family:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def _function_import_groups(path: pathlib.Path) -> list[tuple[int, str]]:
+    """(line, comment) of each group of consecutive import statements inside a function of a module
+    (an optional dependency imported as ``import onnx`` then ``from onnx import helper`` is one group,
+    explained once)."""
+    lines = path.read_text().splitlines()
+    groups = []
+
+    def comment(line: int) -> str:
+        here, above = lines[line - 1], lines[line - 2].strip() if line >= 2 else ""
+        return (here.split("#", 1)[1] if "#" in here else "") + (above[1:] if above.startswith("#") else "")
+
+    def walk(node: ast.AST, in_function: bool) -> None:
+        body = getattr(node, "body", None)
+        if in_function and isinstance(body, list):
+            previous_was_import = False
+            for stmt in body:
+                is_import = isinstance(stmt, (ast.Import, ast.ImportFrom))
+                if is_import and not previous_was_import:
+                    groups.append((stmt.lineno, comment(stmt.lineno).strip()))
+                previous_was_import = is_import
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                continue
+            walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    walk(ast.parse(path.read_text()), False)
+    return groups
+
+
+@pytest.mark.parametrize("family", sorted(CHECKED_FAMILIES))
+def test_a_family_imports_at_module_level_save_a_few_explained_ones(family):
+    groups = [(path, line, why) for path in _family_modules(family).values()
+              for line, why in _function_import_groups(path)]
+    listing = "\n".join(f"{p.relative_to(ROOT)}:{line}" for p, line, _ in groups)
+    assert len(groups) <= CHECKED_FAMILIES[family], (
+        f"{len(groups)} groups of imports inside functions in the {family} family (at most "
+        f"{CHECKED_FAMILIES[family]}):\n{listing}")
+    unexplained = [f"{p.relative_to(ROOT)}:{line}" for p, line, why in groups if not why]
+    assert not unexplained, "imports inside functions need a comment giving the reason:\n" + "\n".join(unexplained)

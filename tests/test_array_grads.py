@@ -424,7 +424,7 @@ def test_second_derivative_in_x(build):
 
 NOT_DIFFERENTIABLE = ["Const", "Placeholder", "StopGradient", "ZerosLike", "OnesLike", "Shape", "ShapeN", "Size",
                       "Rank", "ConcatOffset", "BroadcastArgs", "BroadcastGradientArgs", "InvertPermutation",
-                      "ListDiff", "Where", "OneHot", "Unique",
+                      "ListDiff", "Where", "OneHot", "Unique", "LowerBound", "UpperBound",
                       # counting, bucketing and reinterpreting (as TensorFlow: no gradient)
                       "Bitcast", "Empty", "RaggedBincount", "SparseBincount", "UniqueV2", "UniqueWithCounts",
                       "UniqueWithCountsV2"]

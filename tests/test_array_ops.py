@@ -109,11 +109,15 @@ MESSAGE_DIFFERENCES = {
 
 def test_every_array_op_has_a_reference_case(graph):
     """Every array op has TensorFlow values: in this file's graph, the op sweep's cases or the
-    array area's (tests/data/array_area: the ops TensorFlow cannot differentiate)."""
+    array area's (tests/data/array_area: the ops TensorFlow cannot differentiate); the TPU
+    collectives, which TensorFlow cannot run on a CPU, its graphs (tests/data/replicas, run by
+    tests/test_replicas.py)."""
     registry = get_registry()
     ours = {name for name in registry.ops if registry.ops.lookup(name).plugin == "array"}
     covered = {op.type for op in graph.get_operations()}
     covered |= set(json.loads((DATA.parent / "op_sweep" / "index.json").read_text())["ops"])
     covered |= {case["op"] for case in json.loads((DATA.parent / "array_area" / "cases.json").read_text())["cases"]}
     covered |= model_op_types()
+    replicas = gradreg.proto.graph_pb2.GraphDef.FromString((DATA.parent / "replicas" / "tf_grad.pb").read_bytes())
+    covered |= {node.op for node in replicas.node}
     assert ours - covered == set(), f"array ops without a TensorFlow reference case: {sorted(ours - covered)}"

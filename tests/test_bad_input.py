@@ -242,7 +242,7 @@ def test_fetch_that_does_not_exist(mul_graph, capsys):
 
 def test_usage_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as info:
-        cli.main(["run", str(GOOD)])            # --fetch is required
+        cli.main(["run", str(GOOD), "--backend", "numpi"])      # no such backend
     assert info.value.code == 2
     with pytest.raises(SystemExit) as info:
         cli.main(["run", str(GOOD), "--fetch", "x", "--feed", "nonsense"])

@@ -69,10 +69,34 @@ def test_every_option_has_help_and_every_command_an_example():
         assert sub.epilog and f"gradreg {name} " in sub.epilog, f"{name}: no example in its epilog"
         assert sub.formatter_class is argparse.RawDescriptionHelpFormatter
         for action in sub._actions:
-            assert action.help and action.help != argparse.SUPPRESS, f"{name} {action.option_strings or action.dest}"
+            shared = action.dest in SHARED_OPTIONS   # described once, in `gradreg --help`
+            assert action.help and (action.help != argparse.SUPPRESS) != shared, \
+                f"{name} {action.option_strings or action.dest}"
+        assert "`gradreg --help` describes them" in sub.epilog, name
     for action in parser._actions:
         if not isinstance(action, argparse._SubParsersAction):
-            assert action.help, action.option_strings
+            assert action.help and action.help != argparse.SUPPRESS, action.option_strings
+
+
+SHARED_OPTIONS = {"debug", "quiet", "allow_files", "max_loop_iterations", "max_nodes", "max_function_depth",
+                  "max_op_arity", "loop_timeout", "timeout"}
+
+
+def test_the_resource_limits_are_described_once(capsys):
+    """`gradreg --help` describes --debug and the limits; each command's help points there
+    instead of repeating their twelve lines, and every command still takes them."""
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    top = capsys.readouterr().out
+    assert top.count("stop any while loop after N iterations") == 1 and "resource limits, for every command" in top
+    for name in _subparsers(cli.build_parser()):
+        with pytest.raises(SystemExit):
+            cli.main([name, "--help"])
+        text = capsys.readouterr().out
+        assert "--max-nodes N" not in text and "refuse graph files" not in text, name
+        assert "`gradreg --help` describes them" in text, name
+    args = cli.build_parser().parse_args(["inspect", "g.pb", "--max-nodes", "7", "--debug"])
+    assert args.max_nodes == 7 and args.debug
 
 
 def test_exit_codes_and_one_line_errors(tmp_path):
@@ -385,12 +409,16 @@ def test_convert_refuses_a_format_it_cannot_write(tmp_path, capsys):
     assert f"cannot write {read_only.name} files" in capsys.readouterr().err
 
 
-def test_ops_missing_without_a_source_checkout_is_one_error_line(tmp_path, monkeypatch, capsys):
-    from gradreg import cli_ops
-    monkeypatch.setattr(cli_ops, "CENSUS_SCRIPT", tmp_path / "tools" / "op_coverage.py")
-    code, out, err = run_cli(["ops", "--missing"], capsys)
-    assert code == 1 and out == "" and len(err.strip().splitlines()) == 1
-    assert "needs a source checkout" in err
+def test_the_op_census_is_package_data_of_the_registry():
+    """`gradreg ops --missing` reads the census from the installed package, not from tools/
+    (tests/test_packaging.py runs it from a built wheel)."""
+    import importlib.resources
+
+    from gradreg.registry.census import CENSUS_FILE, load_census
+    assert importlib.resources.files("gradreg.registry").joinpath(CENSUS_FILE).is_file()
+    assert "registry/*.json" in (REPO / "pyproject.toml").read_text()
+    census = load_census()
+    assert census["tensorflow"] == "2.21.0" and len(census["ops"]) > 400
 
 
 class _Terminal(io.StringIO):

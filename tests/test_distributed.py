@@ -255,8 +255,10 @@ def test_the_command_line_evaluates_gradients_on_a_scheduler(threads_client, tmp
     local = parser.parse_args(["g.pb", "--ys", "loss", "--xs", "w", "--dask", "local:1", "--reduction", "mean"])
     assert local.dask == 1 and local.relax_batch is True
     assert parser.parse_args(["g.pb", "--ys", "loss", "--xs", "w", "--no-relax-batch"]).relax_batch is False
+    environment = dict(os.environ)
     ys, grads = run_distributed_grad(local, graph, feeds)       # one worker process, started and stopped here
     np.testing.assert_allclose(grads["w:0"], want_grad, rtol=1e-12)
+    assert dict(os.environ) == environment     # Dask's nanny sets OMP_NUM_THREADS=1 & co. here: put back
     for bad in (["--dask", "local:0"], ["--dask", "nowhere"], ["--split", ","]):
         with pytest.raises(SystemExit):
             parser.parse_args(["g.pb", "--ys", "loss", "--xs", "w", *bad])

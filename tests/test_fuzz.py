@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 
 import pytest
 from fuzz.campaign import FUZZ_ENV, run_campaign, seed_dtypes
@@ -212,3 +213,10 @@ def test_coverage_guided_fuzzing_of_the_loaders(tmp_path):
                           env=dict(os.environ, PYTHONPATH=tests, **FUZZ_ENV))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "Done 1500 runs" in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("finding", sorted(p.name for p in (Path(__file__).parent / "data" / "fuzz_findings").iterdir()
+                                           if p.name != "README.md"))
+def test_what_the_fuzzer_found_stays_fixed(finding):
+    from fuzz.loaders import any_loader
+    any_loader((Path(__file__).parent / "data" / "fuzz_findings" / finding).read_bytes())

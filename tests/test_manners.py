@@ -261,3 +261,68 @@ def test_cores_are_the_affinity_within_the_quota(monkeypatch, quota, expected):
     monkeypatch.delenv("GRADREG_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert threads.max_threads() == expected
+
+
+class _Mallopt:
+    """glibc's mallopt as the tests see it: the calls it got."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, param, value):
+        self.calls.append((param, value))
+        return 1
+
+
+@pytest.fixture
+def mallopt(monkeypatch):
+    """gradreg.backends.memory with a recording mallopt, fresh (no decision taken yet)."""
+    from gradreg.backends import memory
+    recorder = _Mallopt()
+
+    class _Libc:
+        mallopt = recorder
+    monkeypatch.setattr(memory.ctypes, "CDLL", lambda _: _Libc())
+    monkeypatch.setattr(memory.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(memory.platform, "libc_ver", lambda: ("glibc", "2.36"))
+    monkeypatch.setattr(memory, "_done", False)
+    monkeypatch.setattr(memory, "_allowed", False)
+    for name in ("GRADREG_MALLOC", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"):
+        monkeypatch.delenv(name, raising=False)
+    return memory, recorder
+
+
+def _run_a_plan(backend):
+    g = gr.Graph()
+    with g.as_default():
+        x = gr.placeholder(gr.float64, [3], name="x")
+        y = gr.reduce_sum(gr.exp(x) * 2.0)
+    assert gr.Session(g, backend=backend).run(y, {x: np.zeros(3)}) == 6.0
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_the_library_leaves_malloc_alone_unless_asked(mallopt, monkeypatch, backend):
+    if backend == "numba":
+        pytest.importorskip("numba")
+    memory, recorder = mallopt
+    _run_a_plan(backend)
+    assert recorder.calls == []                               # a setting glibc cannot put back
+    monkeypatch.setenv("GRADREG_MALLOC", "retain")
+    _run_a_plan(backend)
+    assert recorder.calls == [(memory.M_MMAP_THRESHOLD, 32 << 20), (memory.M_TRIM_THRESHOLD, 256 << 20)]
+    _run_a_plan(backend)
+    assert len(recorder.calls) == 2                           # once per process
+
+
+def test_the_gradreg_command_keeps_freed_memory_in_its_own_process(mallopt, monkeypatch, capsys):
+    from gradreg import cli
+    memory, recorder = mallopt
+    monkeypatch.setattr(sys, "argv", ["gradreg", "ops", "Exp"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.entry()
+    gc.unfreeze()                                            # entry froze the objects of this process
+    assert exit_.value.code == 0 and "Exp" in capsys.readouterr().out
+    assert memory.retain_freed_memory() is True and len(recorder.calls) == 2
+    monkeypatch.setattr(memory, "_done", False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")   # the user's own setting wins
+    assert memory.retain_freed_memory() is False and len(recorder.calls) == 2

@@ -141,10 +141,10 @@ def test_cli_grad_exits_1_naming_the_unknown_op(tmp_path, capsys):
 
 def test_cli_check_lists_incomplete_op_types_and_fails_only_on_the_path(tmp_path, capsys):
     path = _write(tmp_path, TWO_PATHS)
-    code = cli.main(["check", path])
+    code = cli.main(["check", path])            # the outputs y, w, v need u: exit 1, NEEDED
     out, _ = capsys.readouterr()
-    assert code == 0
-    assert "Frobnicate: no op definition, " in out and "numpy kernel, gradient rule (e.g. u)" in out
+    assert code == 1
+    assert "NEEDED Frobnicate: no op definition, " in out and "numpy kernel, gradient rule (e.g. u)" in out
     assert "ON PATH" not in out
     code = cli.main(["check", path, "--ys", "y", "--xs", "x", "--backend", "numpy"])
     out, _ = capsys.readouterr()

@@ -1,8 +1,12 @@
-"""onnx's backend conformance suite (``onnx.backend.test``) run against gradreg.onnx_backend.
+"""onnx's backend conformance suite (``onnx.backend.test``) run against gradreg_plugins.onnx.backend.
 
 Every node test the installed onnx package generates runs (about a minute), plus its
-"simple" and PyTorch-exported model tests; the "real" models need downloads and are left
-out. The tests listed below fail for the reason given next to them. Run it alone with::
+"simple" and PyTorch-exported model tests and its nine "real" models (AlexNet, DenseNet-121,
+Inception v1/v2, ResNet-50, ShuffleNet, SqueezeNet, VGG-19, ZFNet-512; IR-3 models whose inputs
+list every initializer, in the "light" form onnx ships: the architecture with constant weights,
+and outputs the harness stores beside them; about a minute, marked slow). The harness writes
+each real model's input beside an output directory it takes from ``ONNX_MODELS``, here a
+temporary one. The tests listed below fail for the reason given next to them. Run it alone with::
 
     python -m pytest -q tests/test_onnx_backend.py
 """
@@ -11,13 +15,20 @@ import pytest
 pytest.importorskip("onnx")
 onnx_backend_test = pytest.importorskip("onnx.backend.test")
 
-import gradreg.onnx_backend  # noqa: E402
+import gradreg_plugins.onnx.backend  # noqa: E402
 
 # test name pattern -> why gradreg fails it (expected failures: a pass is reported).
 KNOWN_FAILURES = {
     r"^test_cast_e8m0_": "float8e8m0 has no gradreg dtype (TensorFlow's DataType enum has none)",
     r"^test_scan_sum_": "onnx's version converter drops Scan-8's batch axis from the graph's inputs",
     r"^test_loop16_seq_none_": "the harness cannot compare a sequence holding a 0-d tensor",
+    # Its light form's filters are constant, so every channel of conv10 holds the same value
+    # (~9.5e9) in exact arithmetic; OpenBLAS's sgemm rounds some columns one ulp (1024) apart
+    # from the rest, and the final Softmax of logits 1024 apart gives 1/304 where the reference
+    # gives 1/1000. onnxruntime's MLAS rounds every channel alike. Either matmul orientation splits the
+    # 1000 channels into 3-5 groups; accumulating in float64 would pass it, at 1.1-1.75x the time of
+    # every float32 Conv's matmul (7x for a first layer with 27 taps): not worth it for this input.
+    r"^test_squeezenet_cpu$": "float32 rounding of identical channels at 1e10 decides a Softmax (see above)",
 }
 # Random outputs that cannot match the stored ones.
 EXCLUDED = {r"^test_bernoulli": "random numbers: outputs differ from the stored ones by design"}
@@ -27,13 +38,19 @@ try:
 except ImportError:
     KNOWN_FAILURES[r"^test_image_decoder_"] = "onnx.reference's ImageDecoder needs Pillow, which is not installed"
 
-backend_test = onnx_backend_test.BackendTest(gradreg.onnx_backend, __name__)
+backend_test = onnx_backend_test.BackendTest(gradreg_plugins.onnx.backend, __name__)
 for _pattern in KNOWN_FAILURES:
     backend_test.xfail(_pattern)
 for _pattern in EXCLUDED:
     backend_test.exclude(_pattern)
 backend_test.exclude(r"_cuda$")
-backend_test.exclude(r"^test_(bvlc_alexnet|densenet121|inception_v1|inception_v2|resnet50|shufflenet|squeezenet|"
-                     r"vgg19|zfnet512)_cpu$")   # the "real" models: downloads
 
-globals().update(backend_test.test_cases)
+cases = backend_test.test_cases
+cases["OnnxBackendRealModelTest"] = pytest.mark.slow(cases["OnnxBackendRealModelTest"])
+globals().update(cases)
+
+
+@pytest.fixture(autouse=True)
+def _real_model_data_in_a_temporary_directory(tmp_path_factory, monkeypatch):
+    """The harness writes each real model's test input under ONNX_MODELS (default ~/.onnx)."""
+    monkeypatch.setenv("ONNX_MODELS", str(tmp_path_factory.getbasetemp() / "onnx_models"))

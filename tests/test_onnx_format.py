@@ -344,11 +344,12 @@ def test_cli_grad_on_onnx_prints_values_under_the_models_output_names(tmp_path, 
     assert sorted(values) == ["fc.weight_grad", "image_grad", "loss"]
     for name, value in values.items():
         np.testing.assert_allclose(value, reference[name], rtol=1e-4, atol=1e-5)
-    assert main(["grad", *common]) == 0          # no -o: the graph's own tensor names
+    assert main(["grad", *common]) == 0          # no -o: xs and ys under the model's names, gradients' tensor names
     document = json.loads(capsys.readouterr().out)
     values = {v["name"]: np.asarray(v["values"], np.float32) for v in document["values"]}
+    assert "loss" in values and sorted(document["gradients"]) == ["fc.weight", "image"]
     for x_name in ("image", "fc.weight"):
-        tensor = document["gradients"][gr.load_graph(str(path)).get_tensor(x_name).name]
+        tensor = document["gradients"][x_name]
         np.testing.assert_allclose(values[tensor], reference[f"{x_name}_grad"], rtol=1e-4, atol=1e-5)
 
 
@@ -407,12 +408,40 @@ def test_aliases_resolve_and_refuse_to_be_redefined():
 
 
 def test_the_backend_runs_a_single_node():
-    import gradreg.onnx_backend as backend
+    import gradreg_plugins.onnx.backend as backend
     node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transB=1, alpha=2.0)
     a, b, c = (RNG.normal(size=s).astype(np.float32) for s in ((2, 3), (4, 3), (4,)))
     (y,) = backend.run_node(node, [a, b, c])
     np.testing.assert_allclose(y, 2 * a @ b.T + c, rtol=1e-5)
     assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
+
+
+def ir3_model():
+    """An IR-3 model as most of the ONNX model zoo: its graph inputs list every initializer too,
+    ahead of the data input (y = x @ w + b)."""
+    w = RNG.normal(size=(3, 2)).astype(np.float32)
+    b = RNG.normal(size=2).astype(np.float32)
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc")]
+    inputs = [tvi("w", F, [3, 2]), tvi("b", F, [2]), tvi("x", F, [4, 3])]
+    model = make_model(nodes, inputs, [tvi("y", F, [4, 2])],
+                       [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")], opset=7)
+    model.ir_version = 3
+    return model, w, b
+
+
+def test_the_backend_feeds_a_list_to_the_inputs_no_initializer_provides():
+    import gradreg_plugins.onnx.backend as backend
+    model, w, b = ir3_model()
+    x = RNG.normal(size=(4, 3)).astype(np.float32)
+    rep = backend.prepare(model)
+    (expected,) = ort_run(model, {"x": x})
+    np.testing.assert_allclose(rep.run([x])[0], expected, rtol=1e-5)
+    np.testing.assert_allclose(x @ w + b, expected, rtol=1e-5)
+    w2 = np.ones((3, 2), np.float32)
+    np.testing.assert_allclose(rep.run({"x": x, "w": w2})[0], x @ w2 + b, rtol=1e-5)   # by name: overridable
+    np.testing.assert_allclose(rep.run([w2, b, x])[0], x @ w2 + b, rtol=1e-5)          # every input, in order
+    with pytest.raises(gr.errors.FeedError, match=r"2 inputs given; the model takes 1 \(x\)"):
+        rep.run([x, x])
 
 
 def test_a_saved_graph_of_onnx_ops_loads_and_runs_without_the_onnx_package(tmp_path, monkeypatch):

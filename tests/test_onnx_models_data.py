@@ -16,7 +16,7 @@ EXPECTED_CASES = {
     "resnet_opset18", "resnet_opset13", "resnet_opset7", "mobilenetv2_opset18", "mobilenetv2_opset13",
     "transformer_opset18", "transformer_opset17", "lstm_opset18", "gru_opset13", "mlp_gelu_opset18",
     "mlp_gelu_opset20", "upsample_opset18", "dynamic_batch_opset18", "external_data_opset18",
-    "cond_opset18", "loop_opset13", "batchnorm_train_opset15",
+    "cond_opset18", "loop_opset13", "batchnorm_train_opset15", "unet_opset17", "unet_dynamic_opset18",
 }
 
 
@@ -66,7 +66,8 @@ def test_the_exported_graphs_hold_the_ops_they_are_meant_to_exercise():
                 for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
                     yield from op_types(sub)
     wanted = {"lstm_opset18": "LSTM", "gru_opset13": "GRU", "cond_opset18": "If", "loop_opset13": "Loop",
-              "upsample_opset18": "Resize", "mlp_gelu_opset20": "Gelu"}
+              "upsample_opset18": "Resize", "mlp_gelu_opset20": "Gelu", "unet_opset17": "Resize",
+              "unet_dynamic_opset18": "Resize"}
     for name, op_type in wanted.items():
         assert op_type in set(op_types(onnx.load(str(load_case(name).model_path)).graph)), name
     model = onnx.load(str(load_case("dynamic_batch_opset18").model_path))
@@ -90,6 +91,22 @@ def test_onnxruntime_reproduces_torchs_outputs(name):
     for key, actual in zip(case.meta["outputs"], outputs):
         assert_close(actual, case.outputs()[key], f"{name}: {key}")
         assert scaled_error(actual, case.ort_outputs()[key]) < 1e-6
+
+
+def test_onnxruntime_reproduces_torchs_outputs_at_the_second_input_shape():
+    """unet_dynamic_opset18 stores torch's values at a second input shape ("other:" keys) as well: the
+    graph's symbolic batch, height and width take it, and onnxruntime gives torch's output there."""
+    ort = pytest.importorskip("onnxruntime")
+    case = load_case("unet_dynamic_opset18")
+    feeds = {k: case.expected[f"other:in:{k}"] for k in case.meta["inputs"]}
+    assert {k: list(v.shape) for k, v in feeds.items()} == case.meta["other_inputs"] != \
+        {k: list(v.shape) for k, v in case.feeds().items()}
+    (actual,) = _session(ort, str(case.model_path)).run(["y"], feeds)
+    assert actual.shape == case.expected["other:dy:y"].shape
+    assert_close(actual, case.expected["other:y:y"], "unet_dynamic_opset18 at the second shape")
+    for x in case.meta["xs"]:
+        expected = case.expected[f"other:dx:{x}"]
+        assert expected.shape == (feeds[x].shape if x in feeds else case.gradients()[x].shape)
 
 
 def _overridable(onnx, model, names):

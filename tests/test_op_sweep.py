@@ -128,6 +128,9 @@ TENSORFLOW_WRONG: dict[str, str] = {
                              "is needed, and pairs the solution unconjugated",
     **{f"Zeta.{variant}": _NO_ZETA_X for variant in ("f32", "f32_scalar_y", "f64", "f64_bcast_both", "f64_bcast_row",
                                                      "f64_scalar_x", "f64_unknown")},
+    **{f"BlockLSTMV2.{case}": "TensorFlow's rule differentiates BlockLSTMV2 with BlockLSTMGrad, whose gates are "
+                               "BlockLSTM's (i, c, f, o), not V2's (i, f, c, o): the c and f gates' gradients trade "
+                               "places; gradreg's rule uses BlockLSTMGradV2" for case in ("f32", "f32_peephole")},
     "TensorListGather.f64": "TensorFlow's rule scatters the gradient into a list, so of an index gathered twice "
                             "only one gradient survives; gradreg sums them",
 }
@@ -252,6 +255,8 @@ def _params(check: str, ops_key: str) -> list:
     for family, record in all_cases():
         if undefined_ops(record[ops_key]):
             continue
+        if check == "tf_import" and not record.get("tf_runs", True):
+            continue     # TensorFlow has no CPU kernel for the op: its twin gave the values
         reason = KNOWN_FAILURES[check].get(record["id"])
         marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
         params.append(pytest.param(family, record["id"], id=record["id"], marks=marks))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.resources
+import json
 import pathlib
 import re
 import subprocess
@@ -50,10 +51,11 @@ def test_license_and_notice_texts():
         assert proto.name in notice or proto.name == "graph.proto", proto.name
 
 
-def test_project_urls_and_changelog():
-    urls = dict(u.split(", ", 1) for u in importlib.metadata.metadata("gradreg").get_all("Project-URL"))
-    assert {"Homepage", "Documentation", "Source", "Issues", "Changelog"} <= set(urls)
-    assert all(u.startswith("https://") for u in urls.values())
+def test_no_project_url_points_nowhere_and_the_changelog_has_this_version():
+    """The project has no public home yet: no Project-URL (those it had named a repository that
+    does not exist)."""
+    assert "urls" not in PYPROJECT["project"]
+    assert not importlib.metadata.metadata("gradreg").get_all("Project-URL")
     changelog = (REPO / "CHANGELOG.md").read_text()
     assert "## [Unreleased]" in changelog and f"## [{gradreg.__version__}]" in changelog
 
@@ -84,3 +86,14 @@ def test_a_built_wheel_holds_the_licenses_the_type_marker_and_the_stubs(tmp_path
     metadata = zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode()
     assert "License-Expression: Apache-2.0" in metadata
     assert not any(n.startswith(("tests/", "docs/")) for n in names)
+    # `gradreg ops --missing` from the wheel alone: its census is package data
+    assert "gradreg/registry/tf_gradient_registry.json" in names
+    unpacked = tmp_path / "unpacked"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    script = (f"import sys; sys.path.insert(0, {str(unpacked)!r}); import gradreg.cli as cli; "
+              f"assert cli.__file__.startswith({str(unpacked)!r}), cli.__file__; "
+              f"sys.exit(cli.main(['ops', '--missing', '--json']))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    from gradreg.registry.census import coverage
+    assert [m["op"] for m in json.loads(done.stdout)["missing"]] == coverage()["missing"]

@@ -59,6 +59,43 @@ def test_a_declared_override_wins_in_either_load_order(order):
     assert not registry.conflicts()
 
 
+@pytest.mark.parametrize("order", [("alpha", "beta", "gamma"), ("gamma", "beta", "alpha"), ("beta", "gamma", "alpha")])
+def test_several_declared_overrides_resolve_to_the_first_by_name_and_say_so(order):
+    families = {name: _family(name, overrides=["Frob"]) for name in ("alpha", "beta", "gamma")}
+    registry = Registry([_source(name, families[name]) for name in order])
+    with pytest.warns(PluginWarning, match="override the op definition of 'Frob': 'alpha' is used") as warned:
+        assert registry.ops.lookup("Frob").plugin == "alpha"
+        assert registry.ops.lookup("Frob").plugin == "alpha"
+    assert len(warned) == 1    # once per entry
+    with pytest.warns(PluginWarning, match="'alpha' and 'beta' and 'gamma' all override the gradient of 'Frob'"):
+        assert registry.gradients.lookup("Frob").plugin == "alpha"
+    assert registry.resolved_conflicts()["gradient"] == {"Frob": ("alpha", ["beta", "gamma"])}
+    assert not registry.conflicts()
+
+
+def test_removing_an_overriding_plugin_puts_the_overridden_entry_back():
+    registry = Registry([_source("alpha", _family("alpha"))])
+    registry.add_plugin(_source("beta", _family("beta", overrides=["Frob"])))
+    assert registry.gradients.lookup("Frob").plugin == "beta"
+    registry.remove_plugin("beta")
+    assert registry.gradients.lookup("Frob").plugin == "alpha"
+    assert registry.ops.lookup("Frob").plugin == "alpha"
+
+
+def test_gradreg_plugins_lists_a_resolved_conflict(capsys, monkeypatch):
+    from gradreg import cli_ops
+    families = {name: _family(name, overrides=["Frob"]) for name in ("alpha", "beta")}
+    registry = Registry([_source(name, family) for name, family in families.items()])
+    monkeypatch.setattr(cli_ops, "get_registry", lambda: registry)
+    assert gradreg.cli.main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "RESOLVED: gradient of 'Frob': 'alpha' is used over 'beta' (all declare the override; the first by " \
+           "name wins)" in out
+    assert gradreg.cli.main(["plugins", "--json"]) == 0
+    import json
+    assert json.loads(capsys.readouterr().out)["resolved"]["gradient"] == {"Frob": {"used": "alpha", "over": ["beta"]}}
+
+
 def test_a_plugin_that_fails_to_import_is_reported_and_the_others_load():
     def broken():
         raise ImportError("No module named 'missing_dependency'")

@@ -3,9 +3,10 @@ gradients with respect to inputs and variables, fine-tuning and saving back, fre
 TensorFlow's stored values (no TensorFlow needed), plus round trips through TensorFlow (tf-marked).
 
 Models: tests/data/tf_models/saved_models (tf.Module with two signatures, Keras export, while
-loop, Keras LSTM), tests/data/saved_model_io (a TF1 collections-based SavedModel with ref,
-resource, partitioned and float64 variables and a main op; a TF2 model gathering from an
-embedding variable, in float64), tests/data/checkpoints (tf.Module and Keras exports).
+loop, Keras LSTM, custom gradients saved with a tf.Module, Keras' EfficientNet with swish),
+tests/data/saved_model_io (a TF1 collections-based SavedModel with ref, resource, partitioned
+and float64 variables and a main op; a TF2 model gathering from an embedding variable, in
+float64), tests/data/checkpoints (tf.Module and Keras exports).
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ EXPECTED = dict(np.load(IO / "expected.npz"))
 META = json.loads((IO / "case.json").read_text())
 IO_MODELS = sorted(META["models"])
 LR = META["learning_rate"]
-TF_MODELS = ["module_two_signatures", "keras_export", "while_loop", "keras_lstm", "keras_cnn"]
+TF_MODELS = ["module_two_signatures", "keras_export", "while_loop", "keras_lstm", "keras_cnn", "custom_gradients",
+             "keras_efficientnet", "while_cond"]
 
 
 def _io(name: str, *parts: str) -> np.ndarray:

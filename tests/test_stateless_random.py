@@ -196,6 +196,29 @@ def test_multinomial_refuses_what_tensorflow_refuses(graph):
         session.run(drawn, {logits: np.zeros((2, 0), np.float32), samples: 3})
 
 
+def _truncated_normal(minval, maxval, shape=(4,), name="truncated"):
+    f32 = np.float32
+    return gr.raw_ops.StatelessParameterizedTruncatedNormal(
+        shape=np.array(shape, np.int32), seed=np.array([1, 2], np.int64), means=f32(0.0), stddevs=f32(1.0),
+        minvals=np.asarray(minval, f32), maxvals=np.asarray(maxval, f32), name=name)
+
+
+def test_parameterized_truncated_normal_refuses_what_tensorflow_refuses(graph):
+    with pytest.raises(ExecutionError, match="truncated.*Invalid parameters"):
+        gr.Session(graph).run(_truncated_normal(1.0, 1.0))
+    with pytest.raises(ExecutionError, match="Invalid parameters"):
+        gr.Session(graph).run(_truncated_normal(-np.inf, np.inf, name="unbounded"))
+    with pytest.raises(ExecutionError, match="must end with broadcasted shape"):
+        gr.Session(graph).run(_truncated_normal([0.0, 0.1], 1.0, shape=(4, 3), name="mismatch"))
+
+
+def test_parameterized_truncated_normal_stays_within_its_bounds(graph):
+    lows, highs = np.array([-0.5, 2.5, -np.inf], np.float32), np.array([0.1, np.inf, -3.0], np.float32)
+    values = gr.Session(graph).run(_truncated_normal(lows, highs, shape=(500, 3)))
+    assert ((values >= lows) & (values <= highs)).all()
+    assert values[:, 1].min() < 2.6 and values[:, 2].max() > -3.1   # the tails are near their bound
+
+
 def test_element_limit_is_checked_before_sampling(graph):
     key, counter = _key_counter()
     values = gr.raw_ops.StatelessRandomUniformV2(shape=[100_000, 100_000], key=key, counter=counter, alg=1)
@@ -219,7 +242,7 @@ RANDOM_OPS = ["StatelessRandomGetKeyCounter", "StatelessRandomGetKeyCounterAlg",
               "StatelessRandomUniformInt", "StatelessRandomUniformFullInt", "StatelessRandomUniformV2",
               "StatelessRandomNormalV2", "StatelessTruncatedNormalV2", "StatelessRandomUniformIntV2",
               "StatelessRandomUniformFullIntV2", "StatelessMultinomial", "RandomUniform", "RandomStandardNormal",
-              "TruncatedNormal", "RandomUniformInt"]
+              "TruncatedNormal", "RandomUniformInt", "StatelessParameterizedTruncatedNormal"]
 
 
 @pytest.mark.tf

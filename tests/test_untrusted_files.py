@@ -517,7 +517,7 @@ ALLOWED = {
     "training/checkpoint_ops.py": "the file ops (SaveV2, RestoreV2, MergeV2Checkpoints): every path through "
                                   "ctx.file_path, for the verbs their definitions declare",
     "_lazy.py": "importlib imports gradreg's own family modules by their fixed names",
-    "onnx/kernels.py": "importlib imports onnx.reference's op modules by gradreg's table, not the file's",
+    "onnx/reference_kernels.py": "importlib imports onnx.reference's op modules by gradreg's table, not the file's",
     "math/blas.py": "ctypes calls the BLAS NumPy links",
     "random/libm.py": "reads its own table shipped in the package (glibc_f32.npz)",
     "random/make_libm_tables.py": "a developer's tool that regenerates that table",
@@ -627,3 +627,35 @@ def test_a_corrupt_variable_def_names_the_saved_model(tmp_path):
     (model / "saved_model.pb").write_bytes(proto.SerializeToString())
     with pytest.raises(SavedModelError, match="tf1: a VariableDef .* is corrupt"):
         gr.load_saved_model(model)
+
+
+def test_a_signature_or_variable_with_no_data_type_names_the_saved_model(tmp_path, capsys):
+    model = _copy_module(tmp_path)
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((model / "saved_model.pb").read_bytes())
+    meta = proto.meta_graphs[0]
+    serving = next(e.value for e in meta.signature_def if e.key == "serving_default")
+    serving.outputs[0].value.dtype = 99
+    (model / "saved_model.pb").write_bytes(proto.SerializeToString())
+    with pytest.raises(SavedModelError, match="signature 'serving_default' output .* declares dtype 99"):
+        gr.load_saved_model(model)
+    code, err = _cli(["inspect", model], capsys)
+    assert code == 1
+    _one_line(err, "module", "dtype 99")
+
+
+@pytest.mark.parametrize("link", ["hard", "symbolic"])
+def test_a_checkpoint_file_linked_out_of_its_directory_is_refused(tmp_path, outside, link, monkeypatch):
+    """Found by the fuzzer: the data of a TensorFlow checkpoint directory hard-linked to a bundle
+    outside brought the outside values back."""
+    run = _tf_checkpoint_dir(tmp_path)
+    write_bundle(str(outside / "model.ckpt-3"), tf_checkpoint.load_checkpoint(str(run / "model.ckpt-3")))
+    for name in ("model.ckpt-3.index", "model.ckpt-3.data-00000-of-00001"):
+        os.unlink(run / name)
+        (os.link if link == "hard" else os.symlink)(outside / name, run / name)
+    with pytest.raises(FileAccessError, match="hard links" if link == "hard" else "outside the model"):
+        tf_checkpoint.load_checkpoint(str(run))
+    # Granted, the same read goes through: the outside directory for a symbolic link (it resolves
+    # there), the checkpoint's own directory for a hard link (no path leads elsewhere).
+    monkeypatch.setattr(config, "allow_files", [str(outside if link == "symbolic" else run)])
+    assert "global_step" in tf_checkpoint.load_checkpoint(str(run))

@@ -5,7 +5,9 @@
     python tools/op_coverage.py --refresh        # re-read TensorFlow (and the model zoo), rewrite the census
     python tools/op_coverage.py --write-baseline # record today's figure as the floor tests/test_op_sweep.py holds
 
-The census, tools/tf_gradient_registry.json, is written from TensorFlow 2.21's gradient registry
+The census, gradreg/registry/tf_gradient_registry.json (package data: ``gradreg ops --missing``
+reads it from an installed wheel; the comparison lives in gradreg.registry.census), is written
+from TensorFlow 2.21's gradient registry
 (``tensorflow.python.framework.ops._gradient_registry``, a private table: only this dev tool reads
 it) after ``import tensorflow``. Every registered op type gets a kind:
 
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import fnmatch
 import inspect
 import json
 import pathlib
@@ -38,19 +39,21 @@ import subprocess
 import sys
 import textwrap
 
+from gradreg.registry.census import (  # noqa: F401  (re-exported: the tool's public names)
+    CENSUS_FILE,
+    EXCLUDED_PATTERNS,
+    REGISTERED_KINDS,
+    coverage,
+    excluded_by,
+    gradreg_status,
+    is_covered,
+    load_census,
+    models_using,
+)
+
 HERE = pathlib.Path(__file__).resolve().parent
-CENSUS = HERE / "tf_gradient_registry.json"
+CENSUS = HERE.parent / "gradreg" / "registry" / CENSUS_FILE   # written by --refresh in a source checkout
 BASELINE = HERE / "op_coverage_baseline.json"
-
-# The issue's list of device and distribution infrastructure (fnmatch patterns on the op type).
-EXCLUDED_PATTERNS = ["TPU*", "Xla*", "Nccl*", "Collective*", "*Mesh*", "Relayout*", "Cudnn*", "Debug*",
-                     "Print", "EagerPyFunc"]
-REGISTERED_KINDS = ("differentiable", "returns_none", "raises")   # TensorFlow has a rule for these
-
-
-def excluded_by(op_type: str) -> str | None:
-    """The EXCLUDED_PATTERNS entry matching ``op_type``, or None."""
-    return next((p for p in EXCLUDED_PATTERNS if fnmatch.fnmatchcase(op_type, p)), None)
 
 
 # -- reading TensorFlow (dev only) ------------------------------------------------------------------
@@ -131,67 +134,6 @@ def refresh(zoo_json: str | None = None) -> dict:
     }
     CENSUS.write_text(json.dumps(census, indent=1, sort_keys=False) + "\n")
     return census
-
-
-# -- comparing with gradreg (no TensorFlow needed) ----------------------------------------------------
-
-def load_census() -> dict:
-    return json.loads(CENSUS.read_text())
-
-
-def gradreg_status(op_type: str, registry=None) -> dict:
-    """What gradreg provides for ``op_type``: op definition, numpy/numba kernels, shape function,
-    gradient ("rule", "not_differentiable" or None). v1 control flow (Switch, Merge, Enter, ...)
-    has no kernel: the interpreter compiles it into loops and branches; it counts as "numpy"."""
-    from gradreg.model.frames import V1_CONTROL_FLOW_OPS
-    if registry is None:
-        from gradreg.registry import get_registry
-        registry = get_registry()
-    gradient = registry.gradients.lookup(op_type)
-    return {
-        "definition": registry.op_definition(op_type) is not None,
-        "numpy": registry.kernel_factory(op_type, "numpy") is not None or op_type in V1_CONTROL_FLOW_OPS,
-        "numba": registry.kernel_factory(op_type, "numba") is not None,
-        "shape": registry.shape_function(op_type) is not None,
-        "gradient": None if gradient is None else ("rule" if gradient.value is not None else "not_differentiable"),
-    }
-
-
-def is_covered(tf_kind: str, status: dict) -> bool:
-    """Definition, NumPy kernel and gradient entry; NotDifferentiable only where TF gives no gradient."""
-    if not (status["definition"] and status["numpy"] and status["gradient"]):
-        return False
-    return status["gradient"] == "rule" or tf_kind != "differentiable"
-
-
-def coverage(census: dict | None = None, registry=None) -> dict:
-    """The coverage figures and the rows behind them (see the module docstring)."""
-    census = census or load_census()
-    rows = {}
-    for op_type, entry in census["ops"].items():
-        status = gradreg_status(op_type, registry)
-        rows[op_type] = dict(entry, gradreg=status, covered=is_covered(entry["tf"], status))
-    registered = [op for op, row in rows.items() if row["tf"] in REGISTERED_KINDS]
-    considered = [op for op in registered if not rows[op]["excluded"]]
-    covered = [op for op in registered if rows[op]["covered"]]
-    return {
-        "registered": len(registered),
-        "considered": len(considered),
-        "covered": len(covered),
-        "covered_considered": sum(rows[op]["covered"] for op in considered),
-        "with_gradient_entry": sum(bool(rows[op]["gradreg"]["gradient"]) for op in registered),
-        "excluded": sorted(op for op in registered if rows[op]["excluded"]),
-        "missing": sorted((op for op in considered if not rows[op]["covered"]),
-                          key=lambda op: (-rows[op]["used_by_models"], op)),
-        "zoo_unrunnable": sorted((op for op, row in rows.items() if row["used_by_models"]
-                                  and not (row["gradreg"]["definition"] and row["gradreg"]["numpy"])),
-                                 key=lambda op: (-rows[op]["used_by_models"], op)),
-        "rows": rows,
-    }
-
-
-def models_using(census: dict, op_type: str) -> list[str]:
-    return sorted(name for name, ops in census["zoo"]["items"].items() if op_type in ops)
 
 
 def _print_report(figures: dict, census: dict, table: bool) -> None:

@@ -54,6 +54,52 @@ def op_types_on_path(ys: Sequence[Tensor], xs: Sequence[Tensor]) -> dict[str, li
     return found
 
 
+def op_types_needed(outputs: Sequence[Tensor]) -> dict[str, list[str]]:
+    """The op types of the ops computing ``outputs`` (their inputs and control inputs, all the
+    way up) and of every node of the library functions those ops call, with the nodes: what
+    running the outputs needs."""
+    found: dict[str, list[str]] = {}
+    seen: set[Operation] = set()
+    stack = [t.op for t in outputs]
+    calls: list[tuple[str, str]] = []
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+        calls.extend((name, "") for name, _ in _called_functions(op))
+    for op in sorted(seen, key=lambda o: o.id):
+        found.setdefault(op.type, []).append(op.name)
+    graph = outputs[0].graph if outputs else None
+    done: set[str] = set()
+    while calls and graph is not None:
+        name, prefix = calls.pop()
+        fdef = graph.library.get(name)
+        if name in done or fdef is None:
+            continue
+        done.add(name)
+        for node in fdef.node_def:
+            found.setdefault(node.op, []).append(f"{prefix}{name}/{node.name}")
+            if node.op in graph.library:
+                calls.append((node.op, f"{prefix}{name}/"))
+            calls.extend((f.name, f"{prefix}{name}/") for f in _function_attrs(node) if f.name in graph.library)
+    return found
+
+
+def _function_attrs(node: node_def_pb2.NodeDef) -> list[Any]:
+    """The functions a NodeDef's attrs name (a While's body, an If's branches)."""
+    out: list[Any] = []
+    for entry in node.attr:
+        value = entry.value
+        if value.HasField("func"):
+            out.append(value.func)
+        elif value.HasField("list"):
+            out.extend(value.list.func)
+    return out
+
+
 def _collect(ops: Iterable[Operation], prefix: str, found: dict[str, list[str]],
              visited: set[tuple[str, str]]) -> None:
     for op in sorted(ops, key=lambda o: o.id):

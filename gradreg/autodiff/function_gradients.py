@@ -12,7 +12,12 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from gradreg.autodiff.gradients import as_dense_gradients, custom_gradient_mode, gradients
+from gradreg.autodiff.gradients import (
+    as_dense_gradients,
+    custom_gradient_mode,
+    gradients,
+    symmetric_inputs_mode,
+)
 from gradreg.autodiff.rules import gradient_dtype, zeros_like_value
 from gradreg.build.builders import apply_op, constant
 from gradreg.build.functions import (
@@ -28,16 +33,18 @@ from gradreg.model.indexed_slices import SparseDensifyWarning
 from gradreg.model.shapes import TensorShape
 
 CUSTOM_GRADIENT_ATTR = "_custom_gradient"
+SYMMETRIC_INPUTS_ATTR = "_symmetric_inputs"
 
 
 def symbolic_gradient_graph(library: FunctionLibrary, name: str, call_attrs: dict[str, Any],
                             caller: str = "", resource_dtypes: dict[int, dtypes.DType] | None = None,
-                            custom_gradient: str | None = None) -> FunctionGraph:
+                            custom_gradient: str | None = None, symmetric_inputs: str | None = None) -> FunctionGraph:
     """The gradient of function ``name`` as a FunctionGraph, with SymbolicGradient's calling
     convention: inputs are the function's inputs then one gradient per output; outputs are
     the gradients of the inputs (zeros where an input does not affect the outputs).
     ``resource_dtypes`` gives, by input index, the dtype of the variables resource inputs
-    refer to (their gradients have that type); ``custom_gradient`` is gradients()'s."""
+    refer to (their gradients have that type); ``custom_gradient`` and ``symmetric_inputs`` are
+    gradients()'s."""
     body = function_graph(library, name, call_attrs, caller)
     for index, dtype in (resource_dtypes or {}).items():
         if index < len(body.inputs) and body.inputs[index].known_dtype.base_dtype is dtypes.resource:
@@ -50,7 +57,8 @@ def symbolic_gradient_graph(library: FunctionLibrary, name: str, call_attrs: dic
             # (a variable read by ResourceGather): no surprise worth a warning.
             warnings.simplefilter("ignore", SparseDensifyWarning)
             grads = as_dense_gradients(gradients(body.outputs, body.inputs, grad_ys=grad_ys,
-                                                 custom_gradient=custom_gradient))
+                                                 custom_gradient=custom_gradient,
+                                                 symmetric_inputs=symmetric_inputs))
         grads = [g if g is not None else _zeros(x) for x, g in zip(body.inputs, grads)]
     body.name = f"{name}_symbolic_gradient"
     body.inputs = body.inputs + grad_ys
@@ -89,9 +97,10 @@ def ensure_symbolic_gradient_function(library: FunctionLibrary, name: str, call_
     ``name``'s inputs then one gradient per output; outputs the gradients of the inputs.
     Returns its name. (The gradient functions of If/While branches and of SymbolicGradient
     itself, for second derivatives.)"""
-    mode = custom_gradient_mode()
-    forward = "" if mode == "error" else f"_{mode}"   # built differently: a function of its own
-    grad_name = f"{name}{_function_suffix(call_attrs, resource_dtypes)}{forward}_grad"
+    # built differently: a function of its own
+    modes = "".join(f"_{mode}" for mode, default in ((custom_gradient_mode(), "error"),
+                                                     (symmetric_inputs_mode(), "tensorflow")) if mode != default)
+    grad_name = f"{name}{_function_suffix(call_attrs, resource_dtypes)}{modes}_grad"
     if grad_name not in library:
         graph = symbolic_gradient_graph(library, name, call_attrs, caller, resource_dtypes)
         library.add(graph_to_function_def(graph, grad_name, graph.inputs, graph.outputs))
@@ -110,15 +119,27 @@ def resource_dtypes_of(inputs: Sequence[Tensor]) -> dict[int, dtypes.DType]:
 
 
 def mark_custom_gradient(op: Operation) -> None:
-    """Record on a SymbolicGradient node built during a ``custom_gradient="forward"`` call that
-    its kernel must differentiate the function the same way (it does so when the graph runs)."""
+    """Record on a SymbolicGradient node built during a ``custom_gradient="forward"`` (or a
+    ``symmetric_inputs`` other than the default) call that its kernel must differentiate the
+    function the same way (it does so when the graph runs)."""
     if custom_gradient_mode() != "error":
         op.set_attr(CUSTOM_GRADIENT_ATTR, custom_gradient_mode().encode(), "string")
+    if symmetric_inputs_mode() != "tensorflow":
+        op.set_attr(SYMMETRIC_INPUTS_ATTR, symmetric_inputs_mode().encode(), "string")
 
 
 def custom_gradient_of(op: Operation) -> str | None:
     """The custom_gradient choice recorded on a SymbolicGradient node (None: the default)."""
-    if not op.has_attr(CUSTOM_GRADIENT_ATTR):
+    return _string_attr(op, CUSTOM_GRADIENT_ATTR)
+
+
+def symmetric_inputs_of(op: Operation) -> str | None:
+    """The symmetric_inputs choice recorded on a SymbolicGradient node (None: the default)."""
+    return _string_attr(op, SYMMETRIC_INPUTS_ATTR)
+
+
+def _string_attr(op: Operation, name: str) -> str | None:
+    if not op.has_attr(name):
         return None
-    value = op.get_attr(CUSTOM_GRADIENT_ATTR)
+    value = op.get_attr(name)
     return value.decode() if isinstance(value, bytes) else str(value)

@@ -19,8 +19,9 @@ is a NoGradientError naming the node, what is missing and which known plugin pro
 (gradreg.registry.support). An x is unconnected only when no path reaches it.
 
 Gradient rules come from the registry (plugins, ``RegisterGradient``), per-graph custom
-gradients (``custom_gradient``), or the ``_gradient_op_type`` attr that
-``gradient_override_map`` writes on a node.
+gradients (``custom_gradient``), the ``_gradient_op_type`` attr that
+``gradient_override_map`` writes on a node, or the gradient functions a SavedModel stores for
+such nodes in its function library (:mod:`gradreg.autodiff.stored_gradients`).
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Any
 
 from gradreg.autodiff.loop_gradients import ForwardLoop, analyze_loop, loop_gradient
+from gradreg.autodiff.provenance import RULE_ATTR, rule_attr
+from gradreg.autodiff.stored_gradients import stored_gradient
 from gradreg.build.builders import apply_op, as_dense, convert_to_tensor, graph_of
 from gradreg.build.control_flow import tuple_
 from gradreg.errors import GradientError, GradregError, NoGradientError, ShapeError, describe_node
@@ -76,7 +79,7 @@ class UnconnectedGradients(enum.Enum):
 def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", stop_gradients: Any = None,
               unconnected_gradients: str | UnconnectedGradients = "none", aggregation_method: int | None = None,
               gate_gradients: bool = False, colocate_gradients_with_ops: bool = False,
-              custom_gradient: str | None = None) -> list[Any]:
+              custom_gradient: str | None = None, symmetric_inputs: str | None = None) -> list[Any]:
     """Symbolic partial derivatives of ``sum(ys)`` with respect to each of ``xs``.
 
     >>> x = gradreg.placeholder(gradreg.float32, [3])
@@ -89,13 +92,25 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", st
     ``colocate_gradients_with_ops`` is accepted for compatibility (gradreg runs on one device).
 
     ``custom_gradient`` says what to do with a node whose ``_gradient_op_type`` names a gradient
-    this process does not have (a custom gradient frozen into the graph by the process that
-    built it, as Keras' swish leaves): ``"error"`` (the default) raises NoGradientError naming
-    the node; ``"forward"`` differentiates the node by its own op type's rule instead (for the
-    IdentityN that ``custom_gradient`` writes: through the forward ops that computed it).
-    The choice holds for everything differentiated during the call (loop bodies, functions).
+    this process does not have (a custom gradient of the process that built the graph, as
+    Keras' swish leaves): ``"error"`` (the default) differentiates it by the gradient function
+    TensorFlow saved with the graph, if it did (a SavedModel's registered gradients), and raises
+    NoGradientError naming the node otherwise; ``"forward"`` differentiates the node by its own
+    op type's rule instead (for the IdentityN that ``custom_gradient`` writes: through the
+    forward ops that computed it).
+
+    ``symmetric_inputs`` says what the ops that read only the lower triangle of a Hermitian
+    input (Cholesky, SelfAdjointEigV2) give an input that is a free matrix: ``"tensorflow"``
+    (the default) TensorFlow's gradients, the symmetric 1/2 (G + G^H) for Cholesky (what
+    TensorFlow, JAX and PyTorch all give) and G folded onto the lower triangle for
+    SelfAdjointEigV2 (JAX and PyTorch: symmetric); ``"symmetric"`` 1/2 (G + G^H) for both;
+    ``"folded"`` the lower triangle for both, the derivative of what the kernels compute from
+    the n^2 free entries (what finite differences see). For an input built Hermitian the three agree.
+
+    Both choices hold for everything differentiated during the call (loop bodies, functions).
     """
     mode = _custom_gradient_mode(custom_gradient)
+    symmetric = _symmetric_inputs_mode(symmetric_inputs)
     try:
         unconnected = UnconnectedGradients(unconnected_gradients if not isinstance(
             unconnected_gradients, UnconnectedGradients) else unconnected_gradients.value)
@@ -119,9 +134,11 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", st
         stop_tensors = [_as_tensor(s, "stop_gradients") for s in stop_gradients]
         grad_ys = _default_grad_ys(grad_ys, ys)
         token = _CUSTOM_GRADIENT.set(mode)
+        symmetric_token = _SYMMETRIC_INPUTS.set(symmetric)
         try:
             return _Backprop(graph, ys, xs, grad_ys, stop_tensors, aggregation_method, gate_gradients).run(unconnected)
         finally:
+            _SYMMETRIC_INPUTS.reset(symmetric_token)
             _CUSTOM_GRADIENT.reset(token)
 
 
@@ -143,6 +160,27 @@ def custom_gradient_mode() -> str:
     """The ``custom_gradient`` choice of the gradients() call in progress ("error" outside one):
     what a rule building gradients later (a SymbolicGradient node) should record."""
     return _CUSTOM_GRADIENT.get()
+
+
+SYMMETRIC_INPUTS_MODES = ("tensorflow", "symmetric", "folded")
+# The symmetric_inputs choice of the gradients() call in progress, inherited as custom_gradient's.
+_SYMMETRIC_INPUTS: contextvars.ContextVar[str] = contextvars.ContextVar("gradreg_symmetric_inputs",
+                                                                         default="tensorflow")
+
+
+def _symmetric_inputs_mode(value: str | None) -> str:
+    if value is None:
+        return _SYMMETRIC_INPUTS.get()
+    if value not in SYMMETRIC_INPUTS_MODES:
+        raise GradregError(f"unknown value for symmetric_inputs: {value!r} "
+                           f"(expected one of {', '.join(map(repr, SYMMETRIC_INPUTS_MODES))})")
+    return value
+
+
+def symmetric_inputs_mode() -> str:
+    """The ``symmetric_inputs`` choice of the gradients() call in progress ("tensorflow" outside
+    one): what the rules of Cholesky and SelfAdjointEigV2 give a free input."""
+    return _SYMMETRIC_INPUTS.get()
 
 
 def RegisterGradient(op_type: str, override: bool = False) -> Callable[..., Any]:  # noqa: N802  (TensorFlow's name)
@@ -313,7 +351,8 @@ class _Backprop:
                             # get None for resource and variant outputs, as zeros of those are
                             # not tensors.)
                             out_grads[i] = apply_op("ZerosLike", op.outputs[i])
-                    in_grads = _call_rule(rule, op, out_grads)
+                    with graph.attr_scope({RULE_ATTR: (rule.provenance.encode(), "string")}):
+                        in_grads = _call_rule(rule, op, out_grads)
                     # Gradients for inputs outside the between set are never used: drop them now
                     # so that gating does not make them needed.
                     in_grads = [g if g is not None and self.node_of(t.op) in self.nodes else None
@@ -569,13 +608,14 @@ class _Rule:
     gradient 'CustomGradient-3'", ...): worked out only when an error needs it, as a rule is
     looked up for every op differentiated."""
 
-    __slots__ = ("fn", "source", "key", "op_type")
+    __slots__ = ("fn", "source", "key", "op_type", "provenance")
 
-    def __init__(self, fn: Callable[..., Any], source: str, key: str = "", op_type: str = ""):
+    def __init__(self, fn: Callable[..., Any], source: str, key: str = "", op_type: str = "", provenance: str = ""):
         self.fn = fn
         self.source = source      # the registering plugin, "python:<module>", or a description
         self.key = key            # the gradient's name in the table (differs from op_type for overrides)
         self.op_type = op_type
+        self.provenance = provenance   # the _gradreg_rule attr of the nodes it makes (gradreg.autodiff.provenance)
 
     @property
     def origin(self) -> str:
@@ -595,24 +635,33 @@ def _rule_for(op: Operation) -> _Rule | None:
         key = override.decode() if isinstance(override, bytes) else str(override)
         custom = op.graph.custom_gradients.get(key)
         if custom is not None:
-            return _Rule(custom, f"custom gradient '{key}'")
+            return _Rule(custom, f"custom gradient '{key}'", provenance=rule_attr("custom_gradient", key))
         found = registry.gradients.lookup(key)
         if found is not None:
-            return None if found.value is None else _Rule(found.value, found.plugin, key, op.type)
+            return None if found.value is None else _registered(found.value, found.plugin, key, op.type)
         if _CUSTOM_GRADIENT.get() != "forward":
+            stored = stored_gradient(op, key)
+            if stored is not None:
+                return _Rule(stored[0], f"the gradient function '{stored[1]}' stored with the graph for '{key}'")
             raise NoGradientError(_missing_override_message(op, key))
         # custom_gradient="forward": differentiate the node as its op type, ignoring the override.
     found = registry.gradients.lookup(op.type)
     if found is not None:
-        return None if found.value is None else _Rule(found.value, found.plugin, op.type, op.type)
+        return None if found.value is None else _registered(found.value, found.plugin, op.type, op.type)
     library_function = calls_library_function(op)
     if library_function:
         calls = registry.function_call()
         if calls is not None and calls.value.gradient is not None:
-            return _Rule(calls.value.gradient, f"plugin '{calls.plugin}', for library function calls")
+            return _Rule(calls.value.gradient, f"plugin '{calls.plugin}', for library function calls",
+                         provenance=rule_attr(calls.plugin, op.type, registry.release(calls.plugin)))
     support = op_support(op.type, library_function=library_function, registry=registry)
     raise NoGradientError(f"No gradient defined for operation '{op.name}' (op type: {op.type}): "
                           f"{support.describe(backends=())}")
+
+
+def _registered(fn: Callable[..., Any], source: str, key: str, op_type: str) -> _Rule:
+    """A rule of the gradient table, from ``source`` (a plugin, or ``python:<module>``)."""
+    return _Rule(fn, source, key, op_type, rule_attr(source, key, get_registry().release(source)))
 
 
 def _untyped_message(op: Operation) -> str:

@@ -655,7 +655,9 @@ def _deferred_linear(op: Operation) -> IterationSum | None:
             return None
         inner = [x], lambda stacked: apply_op("Sum", stacked(x), convert_to_tensor(0, dtypes.int32))
     values, build_inner = inner
-    attrs = {name: op.get_attr(name) for name in op.attr_names()}
+    # Not the internal attrs (_gradreg_rule, _gradient_op_type): builders refuse them, and the op made
+    # here gets the provenance of the rule making it.
+    attrs = {name: op.get_attr(name) for name in op.attr_names() if not name.startswith("_")}
 
     def build_linear(stacked: Callable[[Tensor], Tensor]) -> Any:
         args = [build_inner(stacked)] + [convert_to_tensor(c) for c in constants]

@@ -5,7 +5,11 @@ memory at the top of its heap back to the system once more than M_TRIM_THRESHOLD
 default twice the dynamic mmap threshold, a few MiB) is free, so the next run takes page
 faults and zero-fills every page again: on MobileNetV2's training step that was a sixth of
 the time. :func:`retain_freed_memory` raises the thresholds once per process (mallopt):
-blocks up to 32 MiB come from the heap, and up to 256 MiB of freed heap is kept. A process
+blocks up to 32 MiB come from the heap, and up to 256 MiB of freed heap is kept.
+
+That is a setting of the whole process which glibc cannot report, so it could not be put back
+after a call: the library leaves malloc alone unless asked (GRADREG_MALLOC=retain, or
+:func:`allow_retaining`, which the ``gradreg`` command calls for its own process). A process
 that sets MALLOC_TRIM_THRESHOLD_ or MALLOC_MMAP_THRESHOLD_ itself, or GRADREG_MALLOC=default,
 keeps glibc's behaviour; other C libraries are left alone.
 """
@@ -21,16 +25,24 @@ MMAP_THRESHOLD = 32 << 20
 TRIM_THRESHOLD = 256 << 20
 
 _done = False
+_allowed = False
+
+
+def allow_retaining() -> None:
+    """Let :func:`retain_freed_memory` tune malloc in this process (the ``gradreg`` command's own
+    process; a program that owns its process may call it too)."""
+    global _allowed
+    _allowed = True
 
 
 def retain_freed_memory() -> bool:
     """Tune glibc's malloc as the module docstring says (once); True if it was tuned."""
     global _done
-    if _done:
+    asked = os.environ.get("GRADREG_MALLOC", "").strip().lower()
+    if _done or not (_allowed or asked == "retain"):
         return False
     _done = True
-    if os.environ.get("GRADREG_MALLOC", "").strip().lower() == "default" \
-            or "MALLOC_TRIM_THRESHOLD_" in os.environ or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+    if asked == "default" or "MALLOC_TRIM_THRESHOLD_" in os.environ or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False

@@ -350,9 +350,10 @@ def _arg_name(text: str, used: set[str]) -> str:
 
 def graph_to_function_def(graph: Graph, name: str, inputs: Sequence[Tensor], outputs: Sequence[Tensor],
                           control_outputs: Sequence[Operation] = (),
-                          output_names: Sequence[str] | None = None) -> function_pb2.FunctionDef:
+                          output_names: Sequence[str] | None = None,
+                          keep: Sequence[Operation] = ()) -> function_pb2.FunctionDef:
     """A FunctionDef computing ``outputs`` from ``inputs`` (Placeholders of ``graph``), with
-    the ops the outputs need, in TensorFlow's FunctionDef naming."""
+    the ops the outputs need, and those ``keep`` needs, in TensorFlow's FunctionDef naming."""
     fdef = function_pb2.FunctionDef()
     fdef.signature.name = name
     used: set[str] = set()
@@ -364,7 +365,7 @@ def graph_to_function_def(graph: Graph, name: str, inputs: Sequence[Tensor], out
         for dtype in handle_dtypes(t) if t.op.type == "Placeholder" else ():
             arg_def.handle_data.add(dtype=cast("types_pb2.DataType", dtype.enum))
     input_ops = {t.op for t in inputs}
-    ops = [op for op in needed_ops([t.op for t in outputs] + list(control_outputs), set(inputs))
+    ops = [op for op in needed_ops([t.op for t in outputs] + list(control_outputs) + list(keep), set(inputs))
            if op not in input_ops]
     for op in ops:
         if op.type == "Placeholder" and op not in input_ops:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -73,6 +74,20 @@ def add_dask_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
+def _environment_kept() -> Iterator[None]:
+    """The process's environment as it was, once the block ends: Dask's nannies set their workers'
+    variables (OMP_NUM_THREADS=1, MALLOC_TRIM_THRESHOLD_, ...) in the process that starts them, and
+    would leave every later BLAS and gradreg call of the caller's on one thread."""
+    kept = dict(os.environ)
+    try:
+        yield
+    finally:
+        for name in [name for name in os.environ if name not in kept]:
+            del os.environ[name]
+        os.environ.update(kept)
+
+
+@contextlib.contextmanager
 def connect(target: str | int) -> Iterator[Any]:
     """A dask Client for ``target``: a scheduler address, or an int N for a local cluster of N processes."""
     try:
@@ -80,8 +95,8 @@ def connect(target: str | int) -> Iterator[Any]:
     except ImportError:
         raise GradregError("--dask needs Dask: pip install 'gradreg[dask]'") from None
     if isinstance(target, int):
-        with LocalCluster(n_workers=target, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-                Client(cluster) as client:
+        with _environment_kept(), LocalCluster(n_workers=target, threads_per_worker=1, processes=True,
+                                               dashboard_address=":0") as cluster, Client(cluster) as client:
             yield client
         return
     try:

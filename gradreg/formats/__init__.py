@@ -139,7 +139,7 @@ def _read_directory(where: str, chosen: GraphFormat | None) -> Graph:
 
 
 def save_graph(graph: Any, path: str | os.PathLike[str], format: str | None = None, *,
-               outputs: Mapping[str, Any] | None = None) -> None:
+               outputs: Mapping[str, Any] | None = None, **options: Any) -> None:
     """Write a graph (or a GraphDef) to ``path`` in ``format``, else the format its suffix says,
     else GraphDef binary. ``outputs`` ({output name: tensor}) chooses what a model format
     (ONNX) computes; a format that stores whole graphs refuses it.
@@ -147,17 +147,21 @@ def save_graph(graph: Any, path: str | os.PathLike[str], format: str | None = No
     The file is written to a temporary name beside ``path`` and renamed into place, so an
     interrupted save never leaves a half-written file; it gets the permissions a plain write
     would give it. FileWriteError if ``path`` is not a regular file or cannot be written.
+    ``options`` are the format's own (``opset=17`` for ONNX: its ``write_options``).
     """
     path = os.fspath(path)
     chosen = format_for_path(path, format) or find_format(DEFAULT_FORMAT)
+    unknown = sorted(set(options) - set(chosen.write_options))
+    if unknown:
+        raise GradregError(f"{path}: the {chosen.name} format takes no option {', '.join(unknown)}")
     if outputs is not None:
         if chosen.write_outputs is None:
             raise GradregError(f"{path}: the {chosen.name} format stores the whole graph, not chosen outputs")
-        atomic_write(path, chosen.write_outputs(graph, outputs))
+        atomic_write(path, chosen.write_outputs(graph, outputs, **options))
         return
     if chosen.write is None:
         raise GradregError(f"{path}: gradreg cannot write the {chosen.name} format")
-    atomic_write(path, chosen.write(graph))
+    atomic_write(path, chosen.write(graph, **options))
 
 
 def write_graph(graph_or_graph_def: Any, logdir: str | os.PathLike[str], name: str, as_text: bool = True) -> str:

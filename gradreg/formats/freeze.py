@@ -11,7 +11,8 @@ of the variable's dtype; ReadVariableOp -> Identity, ResourceGather -> GatherV2,
 signature's input names (the Placeholders are renamed ``x`` for input ``x``) and fetched by its
 output names (an Identity named after each output), so ``x:0`` and ``logits:0`` work in
 TensorFlow and in gradreg. A signature that assigns a variable cannot be frozen (an error names
-the node).
+the node). The custom gradients TensorFlow saved with the model's functions come along (their
+registrations and gradient functions), so the frozen graph differentiates as the model does.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from gradreg.autodiff.stored_gradients import captured_tensors
 from gradreg.build.functions import HANDLE_DTYPES_ATTR, call_attrs_of, function_graph, graph_to_function_def
 from gradreg.errors import ExecutionError, GradregError, GraphError, describe_node
 from gradreg.model import attrs as attr_util
@@ -68,6 +70,7 @@ def freeze_ops(graph: Graph, ops: Sequence[Operation], values: dict[Operation, n
     for op in ops:
         frozen.node.extend(rewriter.rewrite(op))
     frozen.library.CopyFrom(rewriter.library())
+    _keep_registered_gradients(graph.library, frozen)
     return frozen
 
 
@@ -195,12 +198,15 @@ class _Rewriter:
         rebuilt = import_graph_def(graph_def, source=f"frozen function '{name}'", library=self.source)
         original = self.source.get(name)
         assert original is not None
+        # what the custom gradients saved for its nodes capture stays, needed by the outputs or not
+        kept = [rebuilt.get_operation(t.split(":")[0]) for t in captured_tensors(self.source, name)
+                if t.split(":")[0] in rebuilt]
         return graph_to_function_def(
             rebuilt, name, [rebuilt.get_tensor(t.name) for t in body.inputs],
             [rebuilt.get_tensor(t.name) for t in body.outputs],
             [rebuilt.get_operation(o.name) for o in body.control_outputs],
             [arg.name for arg in original.signature.output_arg] if len(original.signature.output_arg) ==
-            len(body.outputs) else None)
+            len(body.outputs) else None, keep=kept)
 
 
 def _variable_dtype(op: Operation) -> DType:
@@ -321,6 +327,47 @@ _HANDLERS: dict[str, Callable[[_Rewriter, Operation, node_def_pb2.NodeDef], list
     "DisableCopyOnRead": _disable_copy_on_read,
     "ResourceGather": _resource_gather,
 }
+
+
+# -- custom gradients saved with the model -------------------------------------------------------
+def _keep_registered_gradients(source: FunctionLibrary, frozen: graph_pb2.GraphDef) -> None:
+    """Carry over the custom gradients TensorFlow saved for the frozen graph's nodes
+    (``registered_gradients``, :mod:`gradreg.formats.saved_gradients`) with their gradient
+    functions, unchanged; not one that reads a variable, which the frozen graph no longer has."""
+    keys = {value.s.decode() for f in frozen.library.function for n in f.node_def if n.op not in _CALLS
+            for value in [attr_util.get_entry(n.attr, "_gradient_op_type")] if value is not None}
+    present = {f.signature.name for f in frozen.library.function}
+    for entry in source.proto.registered_gradients:
+        needed = _functions_called(source, entry.gradient_func) if entry.registered_op_type in keys else None
+        if needed is None:
+            continue
+        for name, fdef in needed:
+            if name not in present:
+                present.add(name)
+                frozen.library.function.add().CopyFrom(fdef)
+        frozen.library.registered_gradients.add().CopyFrom(entry)
+
+
+def _functions_called(library: FunctionLibrary, name: str) -> list[tuple[str, function_pb2.FunctionDef]] | None:
+    """``name`` and the library functions it calls, transitively; None if one is missing or
+    takes or reads a variable."""
+    found: list[tuple[str, function_pb2.FunctionDef]] = []
+    stack = [name]
+    while stack:
+        current = stack.pop()
+        fdef = library.get(current)
+        if fdef is None or any(a.type == types_pb2.DT_RESOURCE for a in fdef.signature.input_arg) or \
+                any(n.op in _VARIABLES or n.op == "ReadVariableOp" for n in fdef.node_def):
+            return None
+        found.append((current, fdef))
+        for node in fdef.node_def:
+            called = [node.op] if node.op in library else []
+            for entry in node.attr:
+                kind = entry.value.WhichOneof("value")
+                called += [entry.value.func.name] if kind == "func" else \
+                    [f.name for f in entry.value.list.func] if kind == "list" else []
+            stack.extend(c for c in called if all(c != f for f, _ in found) and c not in stack)
+    return found
 
 
 # -- naming by the signature --------------------------------------------------------------------

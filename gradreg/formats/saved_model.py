@@ -34,10 +34,11 @@ from google.protobuf import message as protobuf_message
 from google.protobuf import text_format
 
 from gradreg.config import MAX_MESSAGE_DEPTH
-from gradreg.errors import CheckpointError, SavedModelError
+from gradreg.errors import CheckpointError, GradregError, SavedModelError
 from gradreg.file_access import FileAccess, check_file, real, resolve_inside
 from gradreg.formats.graphdef import text_nesting_depth
 from gradreg.formats.model_kinds import ADVICE, SAVED_MODEL_PB, SAVED_MODEL_PBTXT, check_model_file, identify_model_file
+from gradreg.formats.saved_gradients import annotate_registered_gradients
 from gradreg.formats.tensor_bundle import BundleReader, data_path, index_path, write_bundle
 from gradreg.formats.tf_checkpoint import VARIABLE_VALUE, object_graph, object_paths
 from gradreg.model import dtypes
@@ -60,7 +61,8 @@ def variables_reader(export_dir: str, granted: Sequence[str] = ()) -> BundleRead
     (nor under the ``granted`` directories): a linked ``variables/`` or data file leading out
     is a FileAccessError naming the directory (gradreg.file_access)."""
     export_dir = os.fspath(export_dir)
-    return BundleReader(variables_prefix(export_dir), FileAccess(export_dir, granted).reader(
+    # absolute: the reader resolves a relative path against the model, and this one is the caller's
+    return BundleReader(os.path.abspath(variables_prefix(export_dir)), FileAccess(export_dir, granted).reader(
         f"SavedModel '{export_dir}'"))
 
 
@@ -80,10 +82,11 @@ def read_saved_model(export_dir: str) -> saved_model_pb2.SavedModel:
                               f"holding {SAVED_MODEL_PB} and {VARIABLES_DIR}/)")
     binary, text = (os.path.join(export_dir, name) for name in (SAVED_MODEL_PB, SAVED_MODEL_PBTXT))
     inside = FileAccess(export_dir).reader(f"SavedModel '{export_dir}'")
+    # absolute paths: the reader resolves a relative one against the model, and these are the caller's
     if os.path.exists(binary):
-        saved_model = _parse_binary(inside(binary))
+        saved_model = _parse_binary(inside(os.path.abspath(binary)))
     elif os.path.exists(text):
-        saved_model = _parse_text(inside(text))
+        saved_model = _parse_text(inside(os.path.abspath(text)))
     else:
         raise SavedModelError(f"{export_dir}: not a SavedModel (no {SAVED_MODEL_PB} or {SAVED_MODEL_PBTXT})"
                               + _directory_hint(export_dir))
@@ -108,7 +111,7 @@ def serving_meta_graph(saved_model: saved_model_pb2.SavedModel, where: str) -> m
 def graph_of_directory(path: str) -> Graph:
     """The graph of the SavedModel directory ``path`` (variables not restored, nothing run)."""
     meta = serving_meta_graph(read_saved_model(path), path)
-    graph = import_graph_def(meta.graph_def, source=os.path.join(path, SAVED_MODEL_PB))
+    graph = _graph_of(meta, os.path.join(path, SAVED_MODEL_PB))
     graph.model_root = path
     return graph
 
@@ -122,7 +125,14 @@ def graph_of_bytes(data: bytes, where: str) -> Graph:
         raise SavedModelError(f"{where}: not a SavedModel proto (truncated or corrupt: {exc})") from None
     if not saved_model.meta_graphs:
         raise SavedModelError(f"{where}: the SavedModel holds no MetaGraph")
-    return import_graph_def(serving_meta_graph(saved_model, where).graph_def, source=where)
+    return _graph_of(serving_meta_graph(saved_model, where), where)
+
+
+def _graph_of(meta: meta_graph_pb2.MetaGraphDef, where: str) -> Graph:
+    """The MetaGraph's graph, its saved custom gradients annotated (saved_gradients)."""
+    graph = import_graph_def(meta.graph_def, source=where)
+    annotate_registered_gradients(graph.library, meta.object_graph_def)
+    return graph
 
 
 def _parse_binary(path: str) -> saved_model_pb2.SavedModel:
@@ -240,8 +250,13 @@ def _object_graph_variables(saved_objects: saved_object_graph_pb2.SavedObjectGra
             where = "/".join(path) if path else f"node {node_id}"
             raise CheckpointError(f"{prefix}: SavedModel variable '{variable.name}' ({where}, node {node_id}) "
                                   "has no value in the checkpoint's object graph")
-        out.append(SavedModelVariable(node_id, variable.name, dtypes.as_dtype(variable.dtype),
-                                      _shape(variable.shape), variable.trainable, keys[0], path))
+        try:
+            dtype = dtypes.as_dtype(variable.dtype)
+        except GradregError:
+            raise SavedModelError(f"{export_dir}: SavedModel variable '{variable.name}' (node {node_id}) has dtype "
+                                  f"{variable.dtype}, which is no DataType") from None
+        out.append(SavedModelVariable(node_id, variable.name, dtype, _shape(variable.shape), variable.trainable,
+                                      keys[0], path))
     return out
 
 

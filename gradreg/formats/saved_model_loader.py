@@ -27,6 +27,10 @@ Which variable op holds which value of ``variables/`` is found as TensorFlow's l
 Variables are named by the object graph (TF2) or their op (TF1); where two variable objects
 share a name (Keras exports keep a second list of the same variables), the one the signatures
 capture keeps it and the other is named by its object path.
+
+The custom gradients TensorFlow saved with the model (Keras' swish) differentiate their nodes
+as in TensorFlow: what the object graph says the gradient functions capture is written onto
+them (:mod:`gradreg.formats.saved_gradients`).
 """
 from __future__ import annotations
 
@@ -42,12 +46,14 @@ from gradreg.errors import CheckpointError, FeedError, FetchError, GradregError,
 from gradreg.formats import saved_model as sm
 from gradreg.formats.freeze import freeze_signature
 from gradreg.formats.model_kinds import SAVED_MODEL_PB
+from gradreg.formats.saved_gradients import annotate_registered_gradients
 from gradreg.formats.tensor_bundle import index_path, slice_region
 from gradreg.model import dtypes
 from gradreg.model.graph import Graph, Operation, Tensor, import_graph_def
 from gradreg.model.shapes import TensorShape
 from gradreg.model.tensor_util import to_ndarray
 from gradreg.model.traversal import needed_ops
+from gradreg.progress import task
 from gradreg.proto import graph_pb2, meta_graph_pb2, saved_object_graph_pb2, variable_pb2
 from gradreg.runtime.session import Session
 from gradreg.training.variables import GraphKeys, variable_from_op
@@ -160,9 +166,12 @@ def _signature_tensor(model: LoadedSavedModel, signature: str, kind: str, key: s
         tensor = model.graph.get_tensor(info.name)
     except GradregError:
         raise SavedModelError(f"{where} names tensor '{info.name}', which is not in the graph") from None
-    if info.dtype and tensor.dtype is not None and tensor.dtype.base_dtype is not dtypes.as_dtype(info.dtype):
-        raise SavedModelError(f"{where} is {dtypes.as_dtype(info.dtype).name}, but tensor '{info.name}' is "
-                              f"{tensor.dtype.name}")
+    try:
+        declared = dtypes.as_dtype(info.dtype) if info.dtype else None
+    except GradregError:
+        raise SavedModelError(f"{where} declares dtype {info.dtype}, which is no DataType") from None
+    if declared is not None and tensor.dtype is not None and tensor.dtype.base_dtype is not declared:
+        raise SavedModelError(f"{where} is {declared.name}, but tensor '{info.name}' is {tensor.dtype.name}")
     if info.HasField("tensor_shape") and not info.tensor_shape.unknown_rank:
         # What the signature declares refines what the graph knows (a call's outputs: nothing).
         try:
@@ -273,6 +282,7 @@ def load_saved_model(path: str | os.PathLike[str], tags: Iterable[str] = sm.DEFA
     session = Session(graph, backend=backend, allow_files=allow_files)
     model = LoadedSavedModel(where, tags, meta_graph, graph, session)
     if meta_graph.object_graph_def.nodes:
+        annotate_registered_gradients(graph.library, meta_graph.object_graph_def)
         found = _tf2_variables(model)
     else:
         found = _tf1_variables(model)
@@ -473,14 +483,19 @@ def _restore(model: LoadedSavedModel) -> None:
         raise CheckpointError(f"{index_path(prefix)}: missing, but the SavedModel has "
                               f"{len(model.model_variables)} variables")
     reader = sm.variables_reader(model.path, model.session.context.files.granted)
-    for entry in model.model_variables.values():
-        key = entry.source.key
-        if key not in reader:
-            raise CheckpointError(f"{prefix}: no value '{key}' for variable '{entry.name}'")
-        value = reader.read(key)
-        if entry.source.slice_spec:
-            value = value[slice_region(entry.source.slice_spec, value.shape, key)]
-        _assign(model.session, entry, value, reader.prefix)
+    with task(_log, f"restoring the variables of {model.path}", len(model.model_variables), "variables") as progress:
+        for entry in model.model_variables.values():
+            key = entry.source.key
+            if key not in reader:
+                raise CheckpointError(f"{prefix}: no value '{key}' for variable '{entry.name}'")
+            value = reader.read(key)
+            if entry.source.slice_spec:
+                value = value[slice_region(entry.source.slice_spec, value.shape, key)]
+            _assign(model.session, entry, value, reader.prefix)
+            progress.advance()
+
+
+_log = "formats"   # the logger gradreg.formats (gradreg.progress)
 
 
 def _assign(session: Session, entry: ModelVariable, value: np.ndarray, prefix: str) -> None:

@@ -246,8 +246,8 @@ def signature_gradients(model: Any, ys: Sequence[str] | None = None, xs: Sequenc
     with flat.graph.as_default():
         weights = None
         if grad_ys:
-            weights = [convert_to_tensor(np.asarray(grad_ys[y]), dtype=t.known_dtype.base_dtype, name=f"grad_ys_{i}")
-                       if y in grad_ys else None for i, (y, t) in enumerate(zip(y_names, y_tensors))]
+            weights = [_weight(grad_ys[y], t, i) if y in grad_ys else None
+                       for i, (y, t) in enumerate(zip(y_names, y_tensors))]
         grads = as_dense_gradients(gradients(y_tensors, targets, grad_ys=weights, name=GRADIENT_SCOPE,
                                              unconnected_gradients=unconnected_gradients,
                                              custom_gradient=custom_gradient))
@@ -258,6 +258,17 @@ def signature_gradients(model: Any, ys: Sequence[str] | None = None, xs: Sequenc
             named = flat.gradients[x] = apply_op("Identity", g, name=gradient_name(x))
             named.set_shape(target.shape)   # a gradient has its x's shape, also where inference lost it (loops)
     return flat
+
+
+def _weight(value: Any, y: Tensor, i: int) -> Tensor:
+    """A y's weight as a tensor of its dtype, broadcast to its shape at run time when it is not
+    the y's static shape (one class of a softmax: a one-hot row for every example)."""
+    array = np.asarray(value)
+    weight = convert_to_tensor(array, dtype=y.known_dtype.base_dtype, name=f"grad_ys_{i}")
+    if y.shape.is_fully_defined() and tuple(y.shape.as_list()) == array.shape:
+        return weight
+    broadcast: Tensor = apply_op("BroadcastTo", weight, apply_op("Shape", y), name=f"grad_ys_{i}_broadcast")
+    return broadcast
 
 
 def _part(table: Mapping[str, Tensor], name: str, kind: str, signature: str) -> Tensor:

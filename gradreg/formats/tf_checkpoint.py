@@ -39,7 +39,7 @@ import numpy as np
 from google.protobuf import text_format
 
 from gradreg.errors import CheckpointError, FileAccessError
-from gradreg.file_access import check_file, is_inside, real, resolve_inside
+from gradreg.file_access import FileAccess, check_file, is_inside, real, resolve_inside
 from gradreg.formats.atomic import atomic_write
 from gradreg.formats.tensor_bundle import BundleReader, index_path, write_bundle
 from gradreg.proto import checkpoint_state_pb2, trackable_object_graph_pb2
@@ -125,11 +125,20 @@ def checkpoint_prefix(path: str) -> str:
     return path
 
 
+def checkpoint_reader(path: str) -> BundleReader:
+    """A reader of the checkpoint ``path`` names (see :func:`checkpoint_prefix`) that opens nothing
+    outside the checkpoint's directory: a data or index file that is a link leading out, or that
+    has other hard links, is a FileAccessError (the directory is the model's root; see
+    gradreg.file_access, and ``--allow-files`` to grant more)."""
+    prefix = os.path.abspath(checkpoint_prefix(path))
+    return BundleReader(prefix, FileAccess(os.path.dirname(prefix)).reader(f"checkpoint '{prefix}'"))
+
+
 # -- TF1 name-based checkpoints ---------------------------------------------------------------
 def load_checkpoint(path: str) -> dict[str, np.ndarray]:
     """Every tensor of the checkpoint ``path`` names (see :func:`checkpoint_prefix`), keyed by
     name. The object graph of a TF2 checkpoint is left out (see :func:`object_graph`)."""
-    reader = BundleReader(checkpoint_prefix(path))
+    reader = checkpoint_reader(path)
     names = reader.keys()
     return {key: reader.read(key) for key in names if key != OBJECT_GRAPH_KEY}
 

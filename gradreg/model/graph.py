@@ -15,6 +15,7 @@ definition table), name scopes, control dependencies and gradient override maps.
 from __future__ import annotations
 
 import contextlib
+import gc
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -22,16 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gradreg import config
+from gradreg import config, deadline
 from gradreg.errors import GraphError, ShapeError, TypeMismatchError, UnknownOpError, describe_node, shown
 from gradreg.model import attrs as attr_util
 from gradreg.model import catalog
 from gradreg.model.dtypes import DType
 from gradreg.model.loop_shapes import refine_loop_shapes
+from gradreg.model.node_bytes import read_head, read_parsed, split_graph_def
 from gradreg.model.opdefs import LIBRARY_FUNCTION, OpDefinition, definition_from_op_def
 from gradreg.model.shape_inference import NOT_COMPUTED, infer_shapes
 from gradreg.model.shapes import TensorShape
 from gradreg.model.traversal import topological_order
+from gradreg.progress import task
 from gradreg.proto import function_pb2, graph_pb2, node_def_pb2
 
 _MISSING = object()
@@ -117,11 +120,8 @@ class Tensor:
         dt = self.dtype.name if self.dtype is not None else "?"
         return f"<gradreg.Tensor '{self.name}' shape={self.shape} dtype={dt}>"
 
-    def __hash__(self) -> int:
-        return id(self)
-
-    def __eq__(self, other: Any) -> bool:   # graph tensors compare by identity, as in TF1
-        return self is other
+    # Tensors compare and hash by identity, as in TF1 (object's own __eq__ and __hash__, which
+    # cost nothing in dicts and sets: a graph's traversals are made of them).
 
     def __bool__(self) -> bool:
         raise TypeError("a symbolic gradreg.Tensor has no truth value; use gradreg.cond or a Session")
@@ -171,10 +171,13 @@ _UNKNOWN_SHAPE = TensorShape(None)
 class Operation:
     """A node of the graph, wrapping its NodeDef.
 
-    An op read from a file keeps the NodeDef it came with. An op built in Python keeps its
-    attrs as values (``_lazy_attrs``: name -> (value, attr kind)) and writes its NodeDef the
-    first time something asks for it (saving the graph, most often) — building NodeDefs is a
-    large part of what graph and gradient construction would otherwise cost.
+    An op read from a file keeps the NodeDef it came with, untouched: as its serialized bytes
+    (gradreg.model.node_bytes), parsed the first time something asks for the NodeDef; nodes
+    whose attrs are the same bytes share one dict of their decoded values (``_SharedAttrs``).
+    An op built in Python keeps its attrs as values (``_lazy_attrs``: name -> (value, attr
+    kind)) and writes its NodeDef the first time something asks for it (saving the graph, most
+    often) — building NodeDefs is a large part of what graph and gradient construction would
+    otherwise cost.
     """
 
     # ``inputs`` (a tuple) is a plain attribute, read in every traversal: change it with replace_input.
@@ -182,16 +185,17 @@ class Operation:
                  "id", "definition", "_attr_cache", "_control_outputs", "_context", "__weakref__")
 
     def __init__(self, graph: Graph, name: str, op_type: str, op_id: int, definition: Any,
-                 node_def: node_def_pb2.NodeDef | None = None,
+                 node_def: node_def_pb2.NodeDef | bytes | None = None,
                  lazy_attrs: dict[str, tuple[Any, str | None]] | None = None):
         self.graph = graph
-        self._node_def = node_def
+        self._node_def = node_def      # a NodeDef, or its bytes until asked for (read from a file)
         self._lazy_attrs = lazy_attrs
         self.name: str = name
         self.type: str = op_type
         self.inputs: tuple[Tensor, ...] = ()
-        self._control_inputs: list[Operation] = []
-        self._control_outputs: list[Operation] = []
+        # Control edges: a shared empty tuple until the first one (most nodes have none).
+        self._control_inputs: list[Operation] | tuple[()] = ()
+        self._control_outputs: list[Operation] | tuple[()] = ()
         self.outputs: list[Tensor] = []
         self.id = op_id                # creation order: unique in the graph, increasing
         self.definition = definition   # OpDefinition or None for an unknown op type
@@ -201,6 +205,9 @@ class Operation:
     @property
     def node_def(self) -> node_def_pb2.NodeDef:
         node_def = self._node_def
+        if isinstance(node_def, bytes):
+            parsed = self._node_def = node_def_pb2.NodeDef.FromString(node_def)
+            return parsed
         if node_def is None:
             node_def = self._node_def = node_def_pb2.NodeDef(
                 name=self.name, op=self.type,
@@ -217,6 +224,13 @@ class Operation:
     @property
     def control_inputs(self) -> list[Operation]:
         return list(self._control_inputs)
+
+    def _add_control_output(self, op: Operation) -> None:
+        outputs = self._control_outputs
+        if isinstance(outputs, tuple):
+            self._control_outputs = [op]
+        else:
+            outputs.append(op)
 
     @property
     def control_outputs(self) -> list[Operation]:
@@ -271,7 +285,7 @@ class Operation:
         value = cache.get(name, _MISSING)
         if value is not _MISSING:
             return value
-        raw = attr_util.get_entry(self.node_def.attr, name)
+        raw = attr_util.get_entry(self._attr_entries(), name)
         if raw is not None:
             value = attr_util.from_attr_value(raw, describe_node(self.name, self.type))
             if value is None and self.definition is not None:
@@ -289,12 +303,20 @@ class Operation:
     def has_attr(self, name: str) -> bool:
         if self._lazy_attrs is not None:
             return name in self._lazy_attrs
-        return attr_util.get_entry(self.node_def.attr, name) is not None
+        return attr_util.get_entry(self._attr_entries(), name) is not None
 
     def attr_names(self) -> list[str]:
         if self._lazy_attrs is not None:
             return list(self._lazy_attrs)
-        return [e.key for e in self.node_def.attr]
+        return [e.key for e in self._attr_entries()]
+
+    def _attr_entries(self) -> Any:
+        """The NodeDef's attr entries: those its shared decoded attrs were read from, when it has
+        them (its own NodeDef then stays unparsed), else its NodeDef's."""
+        cache = self._attr_cache
+        if type(cache) is _SharedAttrs:
+            return cache.entries
+        return self.node_def.attr
 
     def cached_attr(self, name: str) -> Any:
         """The attr's Python value if it is at hand without decoding (a builder passed it, or
@@ -306,8 +328,8 @@ class Operation:
         """Record the Python form of an attr the caller already has (get_attr then returns it
         without decoding the NodeDef): a Const's array, written to a proto only when saved."""
         cache = self._attr_cache
-        if cache is None:
-            cache = self._attr_cache = {}
+        if cache is None or type(cache) is _SharedAttrs:   # shared: this op's own from now on
+            cache = self._attr_cache = {} if cache is None else dict(cache)
         cache[name] = value
 
     def tensor_attr_proto(self, name: str) -> Any:
@@ -319,7 +341,7 @@ class Operation:
                 return None
             if hasattr(value[0], "tensor_shape"):
                 return value[0]
-        entry = attr_util.get_entry(self.node_def.attr, name)
+        entry = attr_util.get_entry(self._attr_entries(), name)
         return None if entry is None else entry.tensor
 
     # -- mutation ------------------------------------------------------------------
@@ -336,10 +358,10 @@ class Operation:
         """Make this op run after ``op`` (no-op if it already does)."""
         if op in self._control_inputs:
             return
-        self._control_inputs.append(op)
-        op._control_outputs.append(self)
+        self._control_inputs = [*self._control_inputs, op]
+        op._add_control_output(self)
         if self._node_def is not None:
-            self._node_def.input.append("^" + op.name)
+            self.node_def.input.append("^" + op.name)
         self.graph.mark_mutated()
 
     def replace_input(self, index: int, tensor: Tensor) -> None:
@@ -351,17 +373,29 @@ class Operation:
         self.inputs = tuple(inputs)
         tensor._consumers.append(self)
         if self._node_def is not None:
-            self._node_def.input[index] = _input_string(tensor)
+            self.node_def.input[index] = _input_string(tensor)
         self.graph.mark_mutated()
 
     def __repr__(self) -> str:
         return f"<gradreg.Operation '{self.name}' type={self.type}>"
 
-    def __hash__(self) -> int:
-        return id(self)
+    # Operations compare and hash by identity (object's own __eq__ and __hash__, as Tensor's).
 
-    def __eq__(self, other: Any) -> bool:
-        return self is other
+class _SharedAttrs(dict[str, Any]):
+    """The decoded attrs of imported nodes whose attrs are the same bytes: one dict for them all
+    (gradreg.model.node_bytes), with the attr entries they are decoded from, and what the import
+    works out once for them all: their output dtypes, the dtypes their inputs must have (None
+    until the first of them is checked)."""
+
+    __slots__ = ("entries", "message", "output_dtypes", "input_dtypes")
+
+    def __init__(self, message: node_def_pb2.NodeDef):
+        super().__init__()
+        self.message = message          # keeps the entries' message alive
+        self.entries = message.attr
+        self.output_dtypes: list[DType] = []
+        self.input_dtypes: list[DType] | None = None
+
 
 def calls_library_function(op: Operation) -> bool:
     """Whether ``op``'s type is the name of a function in its graph's library."""
@@ -399,6 +433,7 @@ class FunctionLibrary:
         self.proto = proto
         self._by_name = {f.signature.name: f for f in proto.function}
         self._gradients = {g.function_name: g.gradient_func for g in proto.gradient}
+        self._registered = {g.registered_op_type: g.gradient_func for g in proto.registered_gradients}
         self._definitions: dict[str, Any] = {}
 
     def __contains__(self, name: str) -> bool:
@@ -416,6 +451,16 @@ class FunctionLibrary:
     def gradient_function(self, name: str) -> str | None:
         """The function the library's GradientDef names as ``name``'s gradient, if any."""
         return self._gradients.get(name)
+
+    def registered_gradient(self, op_type: str) -> str | None:
+        """The function the library's RegisteredGradient names as the gradient of the nodes
+        whose ``_gradient_op_type`` is ``op_type`` (a custom gradient TensorFlow saved with a
+        SavedModel), if any."""
+        return self._registered.get(op_type)
+
+    def registered_gradient_functions(self) -> list[str]:
+        """The functions the library's RegisteredGradients name."""
+        return list(self._registered.values())
 
     def add(self, fdef: function_pb2.FunctionDef) -> None:
         name = fdef.signature.name
@@ -495,9 +540,11 @@ class Graph:
         self._ops: list[Operation] = []
         self._ops_by_name: dict[str, Operation] = {}
         self._names_in_use: dict[str, int] = {}
+        self._names_pending = False   # imported names not yet in _names_in_use (_claim_imported_names)
         self._name_stack = ""
         self._control_dependencies: list[list[Operation]] = []
         self._gradient_override_map: dict[str, str] = {}
+        self._attr_scope: dict[str, tuple[Any, str | None]] = {}   # attrs every new op gets (attr_scope)
         self._template = graph_pb2.GraphDef()
         self._library: FunctionLibrary | None = None
         self.collections: dict[str, list[Any]] = {}
@@ -654,6 +701,8 @@ class Graph:
 
     def unique_name(self, name: str, mark_as_used: bool = True) -> str:
         """``name`` inside the current scope, suffixed _1, _2, ... if already taken (case-blind)."""
+        if self._names_pending:
+            self._claim_imported_names()
         if self._name_stack:
             name = f"{self._name_stack}/{name}"
         key = name.lower()
@@ -722,6 +771,27 @@ class Graph:
         finally:
             self._gradient_override_map = saved
 
+    @contextlib.contextmanager
+    def attr_scope(self, attrs: dict[str, tuple[Any, str | None]]) -> Iterator[None]:
+        """Ops created inside get ``attrs`` (name -> (value, attr kind)) written on their NodeDef,
+        an inner scope's value replacing an outer one's (TensorFlow's ``Graph._attr_scope``).
+        Names should start with ``_``, which TensorFlow's importer accepts on any op: gradients()
+        marks each rule's nodes with ``_gradreg_rule`` this way."""
+        saved = self._attr_scope
+        self._attr_scope = {**saved, **attrs}
+        try:
+            yield
+        finally:
+            self._attr_scope = saved
+
+    def _scoped_attrs(self, op_type: str) -> dict[str, tuple[Any, str | None]]:
+        """The attrs a new op of ``op_type`` gets from attr_scope and gradient_override_map."""
+        found = dict(self._attr_scope)
+        mapped = self._gradient_override_map.get(op_type)
+        if mapped is not None:
+            found.update(_gradient_override_attrs(mapped))
+        return found
+
     def _current_control_inputs(self, data_inputs: Sequence[Tensor]) -> list[Operation]:
         if not self._control_dependencies:
             return []
@@ -785,10 +855,8 @@ class Graph:
         known: dict[str, Any] = {}                      # attr values in the Python form get_attr returns
         if attrs:
             _split_attrs(definition, attrs, lazy, known)
-        if self._gradient_override_map:
-            mapped = self._gradient_override_map.get(op_type)
-            if mapped is not None:
-                lazy.update(_gradient_override_attrs(mapped))
+        if self._gradient_override_map or self._attr_scope:
+            lazy.update(self._scoped_attrs(op_type))
         op = self._add_node(node_name, op_type, definition, lazy_attrs=lazy)
         op._attr_cache = known
         op._context = context
@@ -797,7 +865,7 @@ class Graph:
             t._consumers.append(op)
         op._control_inputs = controls
         for c in controls:
-            c._control_outputs.append(op)
+            c._add_control_output(op)
         self._init_outputs(op, output_dtypes)
         if validate:   # builders validate while inferring attrs and pass validate=False
             self._check_input_types(op)
@@ -819,28 +887,6 @@ class Graph:
         if self.encloses(t.graph):
             return self.capture(t)
         raise GraphError(f"input {t.name} of new node '{node}' belongs to another graph")
-
-    def _add_imported_nodes(self, graph_def: graph_pb2.GraphDef, source: str) -> list[Operation]:
-        """An Operation for each NodeDef, as written (inputs resolved later)."""
-        definitions: dict[str, Any] = {}
-        ops: list[Operation] = []
-        for node_def in graph_def.node:
-            if not node_def.name:
-                raise GraphError(f"{source}: a node with op '{node_def.op}' has no name")
-            if _CONTROL_CHARACTERS.search(node_def.name) or _CONTROL_CHARACTERS.search(node_def.op):
-                # TensorFlow allows none (names are [A-Za-z0-9.][A-Za-z0-9_./>-]*); a newline would also
-                # split every message naming the node.
-                raise GraphError(f"{source}: node {node_def.name!r} (op {node_def.op!r}): control characters in "
-                                 f"its name or op type")
-            if not node_def.op:
-                raise GraphError(f"{source}: node '{node_def.name}' has no op type")
-            if node_def.name in self._ops_by_name:
-                raise GraphError(f"{source}: duplicate node name '{node_def.name}'")
-            definition = definitions.get(node_def.op, _MISSING)
-            if definition is _MISSING:
-                definition = definitions[node_def.op] = self.definition_for(node_def.op)
-            ops.append(self._add_node(node_def.name, node_def.op, definition, node_def=node_def))
-        return ops
 
     def _add_node(self, name: str, op_type: str, definition: Any, node_def: node_def_pb2.NodeDef | None = None,
                   lazy_attrs: dict[str, tuple[Any, str | None]] | None = None) -> Operation:
@@ -865,48 +911,30 @@ class Graph:
         op.outputs = [Tensor(op, i, dt) for i, dt in enumerate(output_dtypes)]
 
     def _check_input_types(self, op: Operation) -> None:
-        definition = op.definition
-        if definition is None:
-            return
-        try:
-            expected = definition.input_dtypes(op.get_attr)
-        except GraphError:
-            raise
-        except Exception as exc:
-            raise GraphError(f"{describe_node(op.name, op.type)}: cannot determine input types: {exc}") from None
-        inputs = op.inputs
-        if len(expected) != len(inputs):
-            raise GraphError(f"{describe_node(op.name, op.type)} expects {len(expected)} data inputs, "
-                             f"found {len(inputs)}")
-        for i, (want, t) in enumerate(zip(expected, inputs)):
-            have = t.dtype
-            if have is None or want is None:
-                continue
-            if want is not have and want.base_dtype is not have.base_dtype:
-                raise TypeMismatchError(
-                    f"{describe_node(op.name, op.type)}: input {i} ({t.name}) is {have.name}, "
-                    f"expected {want.name}")
-            if want.is_ref and not have.is_ref:
-                # A reference input (a TF1 variable's) must come from a reference output, as
-                # TensorFlow requires: a plain value there has no variable behind it to read.
-                raise TypeMismatchError(
-                    f"{describe_node(op.name, op.type)}: input {i} ({t.name}) is {have.name}, "
-                    f"expected {want.name} (a reference to a variable)")
-        for spec in definition.attr_specs.values():
-            if not spec.constrained:
-                continue
-            try:
-                value = op.get_attr(spec.name)
-            except GraphError:
-                raise GraphError(f"{describe_node(op.name, op.type)} is missing required attr '{spec.name}'") from None
-            spec.check(value, describe_node(op.name, op.type))
+        if op.definition is not None:
+            _check_input_dtypes(op, _expected_input_types(op))
+            _check_constrained_attrs(op)
+
+    def _claim_imported_names(self) -> None:
+        """Mark the names of imported nodes as used (deferred from the import to the first new name:
+        a graph only read and run never needs them)."""
+        self._names_pending = False
+        names = self._names_in_use
+        for op in self._ops:
+            names.setdefault(op.name.lower(), 1)
 
     # -- import / export ---------------------------------------------------------
     def as_graph_def(self, add_shapes: bool = False) -> graph_pb2.GraphDef:
         """A GraphDef of the whole graph (nodes in creation order, library, versions)."""
         out = graph_pb2.GraphDef()
         out.CopyFrom(self._template)
-        out.node.extend(op.node_def for op in self._ops)
+        nodes = out.node
+        for op in self._ops:
+            node_def = op._node_def
+            if isinstance(node_def, bytes):      # read from a file and never asked for: parsed here only
+                nodes.add().MergeFromString(node_def)
+            else:
+                nodes.append(op.node_def)
         if add_shapes:
             for node, op in zip(out.node, self._ops):
                 if op.outputs:
@@ -916,6 +944,61 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"<gradreg.Graph with {len(self._ops)} operations>"
+
+def _expected_input_types(op: Operation) -> list[DType]:
+    """The dtype each data input of ``op`` (which has a definition) must have, by its attrs."""
+    try:
+        expected: list[DType] = op.definition.input_dtypes(op.get_attr)
+        return expected
+    except GraphError:
+        raise
+    except Exception as exc:
+        raise GraphError(f"{describe_node(op.name, op.type)}: cannot determine input types: {exc}") from None
+
+
+def _check_input_dtypes(op: Operation, expected: Sequence[DType | None]) -> None:
+    """``op``'s data inputs against the dtypes its definition expects of them."""
+    inputs = op.inputs
+    if len(expected) != len(inputs):
+        raise GraphError(f"{describe_node(op.name, op.type)} expects {len(expected)} data inputs, "
+                         f"found {len(inputs)}")
+    for i, (want, t) in enumerate(zip(expected, inputs)):
+        have = t.dtype
+        if have is None or want is None or want is have:
+            continue
+        if want.base_dtype is not have.base_dtype:
+            raise TypeMismatchError(
+                f"{describe_node(op.name, op.type)}: input {i} ({t.name}) is {have.name}, "
+                f"expected {want.name}")
+        if want.is_ref and not have.is_ref:
+            # A reference input (a TF1 variable's) must come from a reference output, as
+            # TensorFlow requires: a plain value there has no variable behind it to read.
+            raise TypeMismatchError(
+                f"{describe_node(op.name, op.type)}: input {i} ({t.name}) is {have.name}, "
+                f"expected {want.name} (a reference to a variable)")
+
+
+def _as_expected(inputs: Sequence[Tensor], expected: Sequence[DType | None]) -> bool:
+    """Whether each input has exactly the dtype expected of it (the common case, tested fast)."""
+    if len(inputs) != len(expected):
+        return False
+    for want, t in zip(expected, inputs):  # noqa: SIM110  (a loop: all() of a generator costs twice as much here)
+        if t.dtype is not want:
+            return False
+    return True
+
+
+def _check_constrained_attrs(op: Operation) -> None:
+    """``op``'s attrs against their definitions' constraints (allowed types and values, minimums)."""
+    for spec in op.definition.attr_specs.values():
+        if not spec.constrained:
+            continue
+        try:
+            value = op.get_attr(spec.name)
+        except GraphError:
+            raise GraphError(f"{describe_node(op.name, op.type)} is missing required attr '{spec.name}'") from None
+        spec.check(value, describe_node(op.name, op.type))
+
 
 def _split_attrs(definition: OpDefinition | None, attrs: dict[str, Any], lazy: dict[str, tuple[Any, str | None]],
                  known: dict[str, Any]) -> None:
@@ -940,45 +1023,233 @@ def _gradient_override_attrs(gradient_name: str) -> dict[str, tuple[Any, str | N
     return out
 
 def import_graph_def(graph_def: graph_pb2.GraphDef, source: str = "GraphDef",
-                     library: FunctionLibrary | None = None, graph: Graph | None = None) -> Graph:
+                     library: FunctionLibrary | None = None, graph: Graph | None = None, *,
+                     node_bytes: Sequence[bytes] | None = None) -> Graph:
     """Build a Graph from a GraphDef, keeping every NodeDef as written.
 
     Checks: duplicate names, inputs naming missing nodes or outputs, input dtypes and
     attrs against the op definitions, cycles outside loop frames (a data cycle is allowed
     only through NextIteration). ``source`` (usually the file path) prefixes messages.
     ``library`` shares another graph's function library (for function bodies); ``graph``
-    is an empty Graph (or subclass) to fill instead of a new one.
+    is an empty Graph (or subclass) to fill instead of a new one. ``node_bytes``: the nodes'
+    bytes, when the caller has them (gradreg.model.node_bytes.split_graph_def of a file's
+    bytes), ``graph_def`` holding the rest of it (no nodes). The current deadline
+    (gradreg.deadline) is checked every few thousand nodes.
     """
     g = Graph() if graph is None else graph
     if len(g):
         raise GraphError("import_graph_def needs an empty graph to fill")
-    if len(graph_def.node) > config.max_nodes:
-        raise GraphError(f"{source}: {len(graph_def.node):,} nodes, more than the limit of {config.max_nodes:,} "
+    n = len(graph_def.node) if node_bytes is None else len(node_bytes)
+    if n > config.max_nodes:
+        raise GraphError(f"{source}: {n:,} nodes, more than the limit of {config.max_nodes:,} "
                          f"({config.how_to_raise('max_nodes')})")
+    if node_bytes is None:
+        graph_def, node_bytes = split_graph_def(graph_def.SerializeToString())
     g._template.CopyFrom(graph_def)
-    g._template.ClearField("node")
     if library is not None:
         g._library = library
-    ops = g._add_imported_nodes(graph_def, source)
-    # Output dtypes need attrs only; an unknown op's outputs appear as they are referenced.
-    for op in ops:
-        if op.definition is not None:
-            _check_attr_kinds(op, source)
-            try:
-                g._init_outputs(op)
-            except GraphError as exc:
-                raise GraphError(f"{source}: {exc}") from None
-    for op in ops:
-        _link_imported_inputs(op, g._ops_by_name, source)
-    order = topological_order(ops, source)
-    for op in order:
+    # Function bodies and small graphs import in no time: only a big graph reports its progress.
+    progress = task(_log, f"importing {source} ({n} nodes)", n, "nodes") \
+        if n >= _REPORTED_IMPORT else contextlib.nullcontext(_NO_PROGRESS)
+    with progress as steps, _collector_paused():
+        importer = _Importer(g, source, n, steps)
+        order = importer.run(node_bytes)
+        steps.advance(n - importer.reported)
+        refine_loop_shapes(order)   # static shapes of v1 loop variables, which one pass cannot see
+    return g
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a graph is built, as it was before afterwards: the
+    objects of a large graph, made by the million, would set it off again and again over all
+    of them (a third of the time of a 10**6-node import); a graph holds no garbage cycles."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _Importer:
+    """import_graph_def's work, node by node: an Operation for each (its attrs checked and decoded,
+    its outputs made: once for all nodes with the same attrs), its inputs resolved, its input
+    dtypes checked and its shapes inferred. A file lists nodes after their inputs as TensorFlow
+    and gradreg write them, and then one pass does it all; from the first node whose input comes
+    later (a loop's back edge, a hand-made file), the rest is linked once every node is read,
+    sorted (which finds a cycle, if there is one) and checked in that order."""
+
+    def __init__(self, graph: Graph, source: str, n: int, steps: Any = None):
+        self.graph = graph
+        self.source = source
+        self.n = n
+        self.steps = steps          # the progress of a big graph's import (advanced while reading)
+        self.reported = 0           # the nodes read that steps counts
+        self.shared: dict[tuple[str, bytes], _SharedAttrs] = {}
+        self.definitions: dict[str, Any] = {}
+
+    def in_time(self, i: int, what: str) -> None:
+        """Check the current deadline (the callers do, every 4,096 nodes)."""
+        deadline.check(self.source, f"while loading ({what} node {i + 1:,} of {self.n:,})")
+        if what == "reading" and self.steps is not None:
+            self.steps.advance(i - self.reported)
+            self.reported = i
+
+    def run(self, node_bytes: Sequence[bytes]) -> list[Operation]:
+        """Import every node; returns them in a topological order."""
+        g = self.graph
+        by_name, first = g._ops_by_name, len(g._ops)
+        deferred: list[tuple[Operation, list[str]]] = []    # nodes to link once all are read
+        for i, raw in enumerate(node_bytes):
+            if not i & 4095:
+                self.in_time(i, "reading")
+            op, texts = self.add(raw)
+            if by_name.setdefault(op.name, op) is not op:
+                raise GraphError(f"{self.source}: duplicate node name '{op.name}'")
+            g._ops.append(op)
+            if deferred or not self.link(op, texts, by_name, tentative=True):
+                deferred.append((op, texts))
+                continue
+            self.check(op)
+        g._names_pending = True
+        ops = g._ops[first:]
+        if not deferred:
+            return ops
+        for i, (op, texts) in enumerate(deferred):
+            if not i & 4095:
+                self.in_time(i, "linking")
+            self.link(op, texts, by_name, tentative=False)
+        order = topological_order(ops, self.source)
+        waiting = {op for op, _ in deferred}
+        for i, op in enumerate(order):
+            if not i & 4095:
+                self.in_time(i, "checking")
+            if op in waiting:
+                self.check(op)
+        return order
+
+    def add(self, raw: bytes) -> tuple[Operation, list[str]]:
+        """The Operation of a node's bytes (not yet in the graph), with its outputs, and its inputs'
+        texts."""
+        g, source = self.graph, self.source
+        head = read_head(raw)
+        name, op_type, texts, _, attrs = head if head is not None else read_parsed(
+            node_def_pb2.NodeDef.FromString(raw))
+        if not name or not name.isprintable():
+            _check_node_name(name, op_type, source)
+        definition = self.definitions.get(op_type, _MISSING)
+        if definition is _MISSING:
+            _check_node_name(name, op_type, source)
+            definition = self.definitions[op_type] = g.definition_for(op_type)
+        g._last_id += 1
+        op = Operation(g, name, op_type, g._last_id, definition, raw)
+        if definition is not None:
+            attr_values = self.shared.get((op_type, attrs))
+            if attr_values is None:
+                attr_values = self.shared[(op_type, attrs)] = self.first_of_its_kind(op, attrs)
+            op._attr_cache = attr_values
+            dtypes = attr_values.output_dtypes
+            op.outputs = [Tensor(op, 0, dtypes[0])] if len(dtypes) == 1 else [
+                Tensor(op, k, dt) for k, dt in enumerate(dtypes)]
+        return op, texts
+
+    def first_of_its_kind(self, op: Operation, attrs: bytes) -> _SharedAttrs:
+        """The first node with these attrs (and op type): they are checked (kinds, counts) and
+        decoded into the dict every such node shares, with their output dtypes."""
+        attr_values = _SharedAttrs(node_def_pb2.NodeDef.FromString(attrs))
+        op._attr_cache = attr_values
+        _check_attr_kinds(op, self.source)
         try:
-            g._check_input_types(op)
+            attr_values.output_dtypes = op.definition.output_dtypes(op.get_attr)
+        except GraphError as exc:
+            raise GraphError(f"{self.source}: {exc}") from None
+        except Exception as exc:
+            raise GraphError(f"{self.source}: {describe_node(op.name, op.type)}: cannot determine output types: "
+                             f"{exc}") from None
+        return attr_values
+
+    def link(self, op: Operation, texts: list[str], by_name: dict[str, Operation], tentative: bool) -> bool:
+        """Resolve ``op``'s inputs to tensors and control inputs. ``tentative``: if one names a
+        node not read yet (or ``op`` itself), change nothing and return False."""
+        source = self.source
+        data: list[Tensor] = []
+        controls: list[Operation] = []
+        for text in texts:
+            producer = by_name.get(text) if ":" not in text and text[:1] != "^" else None
+            if producer is not None and producer is not op and producer.outputs and not controls:
+                data.append(producer.outputs[0])       # the commonest input: output 0 of a node before
+                continue
+            name, port, is_control = parse_input_name(text)
+            producer = by_name.get(name)
+            if tentative and (producer is None or producer is op):
+                return False
+            if producer is None:
+                raise GraphError(f"{source}: {describe_node(op.name, op.type)} has input '{shown(text)}' "
+                                 f"naming missing node '{shown(name)}'")
+            if is_control:
+                controls.append(producer)
+            elif controls:
+                raise GraphError(f"{source}: {describe_node(op.name, op.type)} lists data input '{text}' "
+                                 f"after a control input")
+            else:
+                data.append(_resolve_output(producer, port, op, text, source))
+        if data:
+            op.inputs = tuple(data)
+            for t in data:
+                t._consumers.append(op)
+        if controls:
+            op._control_inputs = controls
+            for c in controls:
+                c._add_control_output(op)
+        return True
+
+    def check(self, op: Operation) -> None:
+        """``op``'s input dtypes and attr constraints (once for the nodes sharing its attrs), and
+        its output shapes."""
+        try:
+            attr_values = op._attr_cache
+            if type(attr_values) is _SharedAttrs:
+                expected = attr_values.input_dtypes
+                if expected is None:
+                    expected = _expected_input_types(op)
+                    _check_input_dtypes(op, expected)
+                    _check_constrained_attrs(op)
+                    attr_values.input_dtypes = expected
+                elif not _as_expected(op.inputs, expected):
+                    _check_input_dtypes(op, expected)        # says what is wrong, if anything is
+            elif op.definition is not None:
+                self.graph._check_input_types(op)
             infer_shapes(op)
         except GraphError as exc:
-            raise type(exc)(f"{source}: {exc}") from None
-    refine_loop_shapes(order)   # static shapes of v1 loop variables, which one pass cannot see
-    return g
+            raise type(exc)(f"{self.source}: {exc}") from None
+
+
+def _check_node_name(name: str, op_type: str, source: str) -> None:
+    if not name:
+        raise GraphError(f"{source}: a node with op '{op_type}' has no name")
+    if _CONTROL_CHARACTERS.search(name) or _CONTROL_CHARACTERS.search(op_type):
+        # TensorFlow allows none (names are [A-Za-z0-9.][A-Za-z0-9_./>-]*); a newline would also
+        # split every message naming the node.
+        raise GraphError(f"{source}: node {name!r} (op {op_type!r}): control characters in its name or op type")
+    if not op_type:
+        raise GraphError(f"{source}: node '{name}' has no op type")
+
+
+_log = "model"   # the logger gradreg.model (gradreg.progress)
+_REPORTED_IMPORT = 500   # nodes: a graph this big reports the progress of its import
+
+
+class _NoProgress:
+    """Task.advance for imports too small to report."""
+
+    @staticmethod
+    def advance(count: int = 1) -> None:
+        pass
+
+
+_NO_PROGRESS = _NoProgress()
 
 
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
@@ -987,7 +1258,7 @@ _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 # on load when they are not UTF-8, which is how they are read.
 TEXT_ATTRS = frozenset({
     "frame_name", "stack_name", "shared_name", "container", "equation", "mode", "bad_indices_policy",
-    "data_format", "padding", "tensor_array_name", "_gradient_op_type", "_gradient_op_plugin",
+    "data_format", "padding", "tensor_array_name", "_gradient_op_type", "_gradient_op_plugin", "_gradreg_rule",
 })
 
 
@@ -1003,7 +1274,7 @@ def _check_attr_kinds(op: Operation, source: str) -> None:
     """An imported node's attrs against its op definition, as TensorFlow checks them: each of the
     kind declared, and list lengths and counts (``N``, ``num_split``) within the arity limit."""
     specs = op.definition.attr_specs
-    for entry in op.node_def.attr:
+    for entry in op._attr_entries():
         if entry.key in TEXT_ATTRS and not _is_utf8(entry.value.s):
             raise GraphError(f"{source}: {describe_node(op.name, op.type)}: attr '{entry.key}' is not UTF-8 text "
                              f"({entry.value.s[:40]!r})")
@@ -1031,30 +1302,6 @@ def _arity_problem(op: Operation, name: str, value: Any) -> str | None:
     if n > limit:
         return f"is {n:,}: more than {limit:,} inputs or outputs ({config.how_to_raise('max_op_arity')})"
     return None
-
-
-def _link_imported_inputs(op: Operation, by_name: dict[str, Operation], source: str) -> None:
-    """Resolve an imported node's input strings to tensors and control inputs."""
-    data: list[Tensor] = []
-    controls: list[Operation] = []
-    for text in op.node_def.input:
-        name, port, is_control = parse_input_name(text)
-        producer = by_name.get(name)
-        if producer is None:
-            raise GraphError(f"{source}: {describe_node(op.name, op.type)} has input '{shown(text)}' "
-                             f"naming missing node '{shown(name)}'")
-        if is_control:
-            controls.append(producer)
-            producer._control_outputs.append(op)
-        elif controls:
-            raise GraphError(f"{source}: {describe_node(op.name, op.type)} lists data input '{text}' "
-                             f"after a control input")
-        else:
-            data.append(_resolve_output(producer, port, op, text, source))
-    op.inputs = tuple(data)
-    op._control_inputs = controls
-    for t in data:
-        t._consumers.append(op)
 
 
 def _resolve_output(producer: Operation, port: int, consumer: Operation, text: str, source: str) -> Tensor:

@@ -118,6 +118,9 @@ def infer_shapes(op: Operation) -> None:
 def _set_output_shapes(op: Operation, result: Any) -> None:
     # One output: the result is its shape. Several: a sequence of shapes. A list-valued output
     # arg with one element may also return [TensorShape].
+    if type(result) is TensorShape and result.dims is None and len(op.outputs) == 1:
+        op.outputs[0].set_static_shape(result)      # the commonest case: an unknown shape
+        return
     if isinstance(result, (list, tuple)) and (
             len(op.outputs) != 1 or (result and isinstance(result[0], TensorShape))):
         shapes = result

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gradreg.errors import GraphError, describe_node
-from gradreg.model.frames import STRUCTURE, is_back_edge
+from gradreg.model.frames import MERGE, NEXT_ITERATION, STRUCTURE, is_back_edge
 
 if TYPE_CHECKING:
     from gradreg.model.graph import Operation, Tensor
@@ -114,8 +114,9 @@ def _indegrees(ops: Sequence[Operation]) -> dict[Operation, int]:
     indegree = dict.fromkeys(ops, 0)
     for op in ops:
         n = 0
+        back_edges = op.type in MERGE
         for t in op.inputs:
-            if t.op in indegree and not is_back_edge(t.op, op):
+            if t.op in indegree and not (back_edges and is_back_edge(t.op, op)):
                 n += 1
         for c in op.control_inputs:
             if c in indegree:
@@ -126,14 +127,17 @@ def _indegrees(ops: Sequence[Operation]) -> dict[Operation, int]:
 
 def _release_consumers(op: Operation, indegree: dict[Operation, int], ready: list[Operation]) -> None:
     """``op`` is placed: its consumers wait for one producer less; those waiting for none are ready."""
+    back_edges = op.type in NEXT_ITERATION
     for t in op.outputs:
         for consumer in t.consumers_view():
-            if consumer in indegree and not is_back_edge(op, consumer):
-                indegree[consumer] -= 1
-                if indegree[consumer] == 0:
+            if consumer in indegree and not (back_edges and is_back_edge(op, consumer)):
+                n = indegree[consumer] - 1
+                indegree[consumer] = n
+                if n == 0:
                     ready.append(consumer)
     for consumer in op.control_outputs:
         if consumer in indegree:
-            indegree[consumer] -= 1
-            if indegree[consumer] == 0:
+            n = indegree[consumer] - 1
+            indegree[consumer] = n
+            if n == 0:
                 ready.append(consumer)

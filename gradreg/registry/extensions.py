@@ -49,7 +49,9 @@ class GraphFormat:
     ``gradreg grad -o`` use it. A format whose files refer to files beside them (ONNX external
     data) gives ``read_beside(content, where, base_dir)``: ``load_graph`` calls it with the
     directory of the file it read (or the ``base_dir`` its caller gave for bytes), while
-    ``read`` alone refuses content that refers to other files.
+    ``read`` alone refuses content that refers to other files. ``write_options`` names the
+    keyword options ``write`` and ``write_outputs`` take (ONNX: ``opset``); ``save_graph``
+    passes them on and refuses others.
     """
     name: str
     suffixes: tuple[str, ...] = ()
@@ -63,6 +65,7 @@ class GraphFormat:
     summary: str = ""
     write_outputs: Callable[[Any, Mapping[str, Any]], bytes] | None = None
     read_beside: Callable[[bytes, str, str], Any] | None = None
+    write_options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Any
 
 from gradreg.errors import PluginError
 from gradreg.model.opdefs import OpDefinition
+from gradreg.registry.cases import Case, make_case
 from gradreg.registry.extensions import FunctionCall
 from gradreg.registry.hookspecs import hookimpl
 from gradreg.registry.kernels import constant_factory
@@ -72,6 +73,7 @@ class OpFamily:
         self.api: dict[str, Callable[..., Any]] = {}
         self.namespaced: dict[str, str] = {}    # "nn.relu" -> "relu": a builder (or op type) of this family
         self.overrides = set(overrides)
+        self.cases: dict[str, list[Case]] = {}   # op type -> how the plugin checker tries it
 
     # -- table builders --------------------------------------------------------------
     def op(self, name: str, **fields: Any) -> OpDefinition:
@@ -135,6 +137,16 @@ class OpFamily:
     def not_differentiable(self, *op_types: str) -> None:
         for op_type in op_types:
             self.gradients[op_type] = None
+
+    def case(self, op_type: str, *inputs: Any, **options: Any) -> Case:
+        """Declare how the plugin checker (gradreg.testing.check_plugin) tries ``op_type``: each
+        input a shape (random values, differentiated), a list of shapes (a list input) or an
+        array (held fixed); ``options`` as :func:`gradreg.registry.cases.make_case` (``attrs``,
+        ``dtypes``, ``domain``, ``vjp``, ``tolerance``, ``second_order``,
+        ``departs_from_tensorflow``, ``label``). ``family.case("Log", [2, 3], domain=(0.1, 3))``."""
+        declared = make_case(op_type, inputs, **options)
+        self.cases.setdefault(op_type, []).append(declared)
+        return declared
 
     def shape(self, op_type: str) -> Callable[..., Any]:
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -238,6 +250,11 @@ class OpFamily:
     def gradreg_function_call(self) -> FunctionCall | None:
         self.import_rules()
         return self.calls
+
+    @hookimpl
+    def gradreg_cases(self) -> dict[str, list[Case]]:
+        self.import_rules()
+        return {op_type: list(found) for op_type, found in self.cases.items()}
 
     @hookimpl
     def gradreg_overrides(self) -> list[str]:

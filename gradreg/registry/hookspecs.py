@@ -132,6 +132,16 @@ def gradreg_function_call() -> Any:
 
 
 @hookspec
+def gradreg_cases() -> Mapping[str, Iterable[Any]]:
+    """Return ``{op_type: [Case, ...]}``: how the plugin checker (``gradreg.testing.check_plugin``,
+    ``pytest --gradreg-check``, ``gradreg plugins --check``) tries the op types this plugin
+    provides something for: input shapes, fixed inputs, attrs, dtypes, value domains, and for a
+    rule that is not the derivative on purpose the gradient it must give instead
+    (:class:`gradreg.registry.cases.Case`; ``OpFamily.case`` makes them). An op type without a
+    case gets a default one from its definition where that is possible."""
+
+
+@hookspec
 def gradreg_backends() -> Iterable[Any]:
     """Return :class:`gradreg.registry.extensions.Backend` records: execution backends a
     Session can run graphs with (gradreg.backends provides "numpy" and "numba")."""

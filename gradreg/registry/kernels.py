@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from gradreg import config
+from gradreg.deadline import CallDeadlines
 from gradreg.errors import ElementLimitError, ExecutionError, FileAccessError, describe_node
 from gradreg.file_access import FileAccess
 
@@ -85,7 +86,9 @@ class VariantValue(Protocol):
     """A DT_VARIANT value (a TensorList, ...) that generic ops can handle: ZerosLike and AddN of
     variant tensors call these methods, as TensorFlow's registry of unary and binary variant
     operations does. A family's variant class implements them; other families' kernels reach
-    them through :func:`variant_zeros_like` and :func:`variant_add` without importing it."""
+    them through :func:`variant_zeros_like` and :func:`variant_add` without importing it. A kind
+    whose values can be conjugated (the sparse family's CSR matrices) also has ``conj()``, which
+    Conj of a variant tensor calls (:func:`variant_conj`)."""
 
     def zeros_like(self) -> VariantValue:
         """A value of the same structure with every element zero."""
@@ -94,8 +97,25 @@ class VariantValue(Protocol):
         """The element-wise sum with ``other`` (ValueError if the structures differ)."""
 
 
+def _each_variant(fn: Callable[..., Any], *values: Any) -> Any:
+    """``fn`` of variant values, element by element for arrays of them (NumPy object arrays: a
+    vector of ragged tensor encodings, a batch of TensorLists)."""
+    first = values[0]
+    if not isinstance(first, np.ndarray):
+        return fn(*values)
+    if any(np.shape(v) != first.shape for v in values[1:]):
+        raise ValueError(f"variant arrays of shapes {[list(np.shape(v)) for v in values]} do not match")
+    out = np.empty(first.shape, dtype=object)
+    for index in np.ndindex(first.shape):
+        out[index] = fn(*(v[index] for v in values))
+    return out
+
+
 def variant_zeros_like(value: Any, op: Operation) -> Any:
-    """ZerosLike of a variant value; ExecutionError naming the node if its kind has no zeros."""
+    """ZerosLike of a variant value (or an array of them); ExecutionError naming the node if its
+    kind has no zeros."""
+    if isinstance(value, np.ndarray):
+        return _each_variant(lambda v: variant_zeros_like(v, op), value)
     method = getattr(value, "zeros_like", None)
     if method is None:
         raise ExecutionError(f"{describe_node(op.name, op.type)}: ZerosLike is not defined for the variant "
@@ -103,8 +123,23 @@ def variant_zeros_like(value: Any, op: Operation) -> Any:
     return method()
 
 
+def variant_conj(value: Any, op: Operation) -> Any:
+    """Conj of a variant value; ExecutionError naming the node if its kind has no conjugate."""
+    method = getattr(value, "conj", None)
+    if method is None:
+        raise ExecutionError(f"{describe_node(op.name, op.type)}: Conj is not defined for the variant value "
+                             f"{value!r}", op.name, op.type)
+    return method()
+
+
 def variant_add(a: Any, b: Any, op: Operation) -> Any:
-    """The sum of two variant values; ExecutionError naming the node if their kind has no sum."""
+    """The sum of two variant values (or arrays of them, element by element); ExecutionError
+    naming the node if their kind has no sum."""
+    if isinstance(a, np.ndarray):
+        try:
+            return _each_variant(lambda x, y: variant_add(x, y, op), a, b)
+        except ValueError as exc:
+            raise ExecutionError(f"{describe_node(op.name, op.type)}: {exc}", op.name, op.type) from None
     method = getattr(a, "add", None)
     if method is None:
         raise ExecutionError(f"{describe_node(op.name, op.type)}: addition is not defined for the variant "
@@ -168,6 +203,8 @@ class KernelContext(Protocol):
     backend: str
     resources: dict[str, Any]
     loop_iteration_limit: int | None
+    loop_timeout: float | None          # seconds each loop may run (None: no limit)
+    deadlines: CallDeadlines            # the deadlines of the calls running (gradreg.deadline)
 
     def check_elements(self, n: int, op: Any) -> None:
         """Refuse (before allocating) an output of ``n`` elements above the limit."""
@@ -188,13 +225,17 @@ class BasicKernelContext:
     Constant folding uses it as it is; a Session's context adds its resources."""
 
     def __init__(self, graph: Any = None, max_elements: int | None = None, backend: str = "numpy",
-                 loop_iteration_limit: int | None = None, files: FileAccess | None = None):
+                 loop_iteration_limit: int | None = None, files: FileAccess | None = None,
+                 loop_timeout: float | None = None):
         self.graph = graph
         # Where file ops may read and write: the graph's model root and the caller's grants.
         self.files = files if files is not None else FileAccess(getattr(graph, "model_root", None))
-        # None: the process default (gradreg.config.max_loop_iterations); 0: no limit.
+        # None: the process default (gradreg.config.max_loop_iterations, .loop_timeout); 0: no limit.
         limit = config.max_loop_iterations if loop_iteration_limit is None else int(loop_iteration_limit)
         self.loop_iteration_limit = limit if limit > 0 else None
+        seconds = config.loop_timeout if loop_timeout is None else float(loop_timeout)
+        self.loop_timeout = seconds if seconds > 0 else None
+        self.deadlines = CallDeadlines()
         self.max_elements = config.max_elements if max_elements is None else int(max_elements)
         self.backend = backend
         self.resources: dict[str, Any] = {}

@@ -113,6 +113,9 @@ class Table:
         self.kind = kind
         self._entries: dict[str, Provided] = {}
         self._conflicts: dict[str, list[str]] = {}
+        self._resolved: dict[str, list[str]] = {}   # key -> the overriders that lost to the one in _entries
+        self._shadowed: dict[str, list[Provided]] = {}   # key -> entries an override replaced, oldest first
+        self._warned: set[str] = set()   # resolved keys whose lookup has warned
         self._overriders = overriders   # op type -> plugins declaring they override it (shared)
         # Called before a key is looked up that is not here (with the key) or before every key
         # is listed (with None): the registry completes the deferred families concerned. Only
@@ -139,22 +142,47 @@ class Table:
         if existing is None or existing.plugin == plugin:
             self._entries[key] = Provided(value, plugin)
             return
+        incumbent_overrides = existing.plugin in self._overriders.get(key, ())
+        if key in overrides and incumbent_overrides:   # both declared it: the first by name wins
+            self._resolve(key, existing, Provided(value, plugin))
+            return
         if key in overrides:                       # the newcomer declared the override
+            self._shadowed.setdefault(key, []).append(existing)
             self._entries[key] = Provided(value, plugin)
             self._conflicts.pop(key, None)
             return
-        if existing.plugin in self._overriders.get(key, ()):  # the incumbent declared it
+        if incumbent_overrides:                    # the incumbent declared it
             return
         self._conflicts.setdefault(key, [existing.plugin]).append(plugin)
+
+    def _resolve(self, key: str, existing: Provided, newcomer: Provided) -> None:
+        """Two plugins both declare they override ``key``: the one whose name sorts first wins,
+        whatever the order they load in (lookup warns, once, naming them all)."""
+        winner, loser = sorted((existing, newcomer), key=lambda p: p.plugin)
+        self._entries[key] = winner
+        self._shadowed.setdefault(key, []).append(loser)
+        self._conflicts.pop(key, None)
+        losers = self._resolved.setdefault(key, [])
+        losers[:] = sorted({*losers, loser.plugin} - {winner.plugin})
+        self._warned.discard(key)
+
+    def _warn_resolved(self, key: str) -> None:
+        self._warned.add(key)
+        used = self._entries[key].plugin
+        warnings.warn(f"plugins {_names([used, *self._resolved[key]])} all override the {self.kind} of '{key}': "
+                      f"'{used}' is used (the first by name); uninstall the others to silence this",
+                      PluginWarning, stacklevel=3)
 
     def lookup(self, key: str) -> Provided | None:
         """The entry for ``key``, or None; PluginError if plugins conflict over it."""
         self._missing(key)
         conflict = self._conflicts.get(key)
         if conflict:
-            names = " and ".join(f"'{p}'" for p in conflict)
+            names = _names(conflict)
             raise PluginError(f"plugins {names} both provide the {self.kind} of '{key}'; uninstall one, "
                               f"or have one declare the override (gradreg_overrides)")
+        if key in self._resolved and key not in self._warned and key in self._entries:
+            self._warn_resolved(key)
         return self._entries.get(key)
 
     def set(self, key: str, value: Any, source: str) -> None:
@@ -165,9 +193,20 @@ class Table:
         self._conflicts.pop(key, None)
 
     def drop_plugin(self, plugin: str) -> None:
-        """Forget every entry ``plugin`` provided (entries it had replaced are not restored)."""
+        """Forget every entry ``plugin`` provided; where it had overridden another plugin's, the
+        latest replaced entry of a remaining plugin is back in use."""
+        for shadowed in self._shadowed.values():
+            shadowed[:] = [p for p in shadowed if p.plugin != plugin]
         for key in [k for k, entry in self._entries.items() if entry.plugin == plugin]:
             del self._entries[key]
+            self._resolved.pop(key, None)
+            if self._shadowed.get(key):
+                self._entries[key] = self._shadowed[key].pop()
+        for key, losers in list(self._resolved.items()):
+            if plugin in losers:
+                losers.remove(plugin)
+                if not losers:
+                    del self._resolved[key]
         for key, plugins in list(self._conflicts.items()):
             if plugin in plugins:
                 plugins.remove(plugin)
@@ -196,6 +235,11 @@ class Table:
     def conflicts(self) -> dict[str, list[str]]:
         self._all()
         return {k: list(v) for k, v in self._conflicts.items()}
+
+    def resolved(self) -> dict[str, tuple[str, list[str]]]:
+        """Keys several plugins override: key -> (the plugin used, the others)."""
+        self._all()
+        return {k: (self._entries[k].plugin, list(v)) for k, v in self._resolved.items() if k in self._entries}
 
     def __contains__(self, key: str) -> bool:
         self._missing(key)
@@ -228,6 +272,7 @@ class Registry:
         self._kernels: dict[str, Table] = {}
         self._lock = threading.RLock()
         self._deferred: dict[str, tuple[tuple[str, ...], Any]] = {}   # plugin -> (op type prefixes, family)
+        self._completing: set[str] = set()     # deferred families being completed (by the lock's holder)
         self._manager = _PluginManager(hookspecs.PROJECT)
         self._manager.add_hookspecs(hookspecs)
         self._load()
@@ -248,14 +293,21 @@ class Registry:
     def _complete_deferred(self, key: str | None) -> None:
         """Complete the deferred families whose op types ``key`` may be (all of them for None):
         import what fills their tables, then add their entries to every table."""
-        if not self._deferred:
+        if not self._deferred and not self._completing:
             return
-        with self._lock:
+        with self._lock:   # a family being completed by another thread: wait for it, do not list half of it
             for name, (prefixes, plugin) in list(self._deferred.items()):
-                if key is not None and not key.startswith(prefixes):
+                if name in self._completing or (key is not None and not key.startswith(prefixes)):
                     continue
-                del self._deferred[name]
-                self._read_whole(self.plugins[name], plugin.complete)
+                # The family stays deferred until its tables are read: another thread asking
+                # meanwhile waits on the lock rather than finding them half filled (the thread
+                # completing it, asking again while it imports, goes on).
+                self._completing.add(name)
+                try:
+                    self._read_whole(self.plugins[name], plugin.complete)
+                finally:
+                    self._completing.discard(name)
+                    self._deferred.pop(name, None)
 
     def complete_all(self) -> None:
         """Complete every deferred family and fill the rule tables (for listings: what each
@@ -506,14 +558,43 @@ class Registry:
                               f"pass override=True to replace it")
         self.gradients.set(op_type, rule, source)
 
-    def conflicts(self) -> dict[str, dict[str, list[str]]]:
+    def _named_tables(self) -> dict[str, Table]:
         tables = {"op definition": self.ops, "shape": self.shapes, "gradient": self.gradients,
                   "builder": self.api, "iteration sum": self.iteration_sums,
                   "iteration stack": self.iteration_stacks, "loop hoist": self.loop_hoists,
                   "backend": self.backends,
                   "graph format": self.formats, "function calls": self.function_calls}
         tables.update({f"kernel:{b}": t for b, t in self._kernels.items()})
-        return {name: t.conflicts() for name, t in tables.items() if t.conflicts()}
+        return tables
+
+    def conflicts(self) -> dict[str, dict[str, list[str]]]:
+        """Per table, the keys two plugins provide with no override declared (looking one up raises)."""
+        return {name: t.conflicts() for name, t in self._named_tables().items() if t.conflicts()}
+
+    def resolved_conflicts(self) -> dict[str, dict[str, tuple[str, list[str]]]]:
+        """Per table, the keys several plugins declare they override: key -> (the plugin used, the
+        plugins it won over, by name order)."""
+        return {name: t.resolved() for name, t in self._named_tables().items() if t.resolved()}
+
+    def plugin_entries(self, name: str, hook: str, **kwargs: Any) -> Any:
+        """What plugin ``name``'s own ``hook`` returns (None if it does not implement it or
+        failed), whether or not its entries are the ones in use: the plugin checker reads a
+        plugin's rules, NotDifferentiable claims and check cases this way."""
+        record = self.plugins.get(name)
+        if record is None:
+            raise PluginError(f"no plugin named '{name}' is registered")
+        if name in self._deferred:
+            self._complete_deferred(None)
+        return self._call(record, hook, **kwargs) if record.loaded else None
+
+    def release(self, name: str) -> str:
+        """The distribution and version that provided plugin ``name``, as ``"gradreg-swish==0.1.0"``
+        ("" for a plugin added at run time, or a name that is no plugin's: gradient graphs record
+        it next to each rule, gradreg.autodiff.provenance)."""
+        record = self.plugins.get(name)
+        if record is None or not record.distribution:
+            return ""
+        return f"{record.distribution}=={record.version}" if record.version else record.distribution
 
     def provider_of(self, op_type: str) -> str | None:
         """The plugin providing anything for ``op_type`` (for error messages), if any."""
@@ -522,6 +603,10 @@ class Registry:
             if plugin is not None:
                 return plugin
         return None
+
+
+def _names(plugins: Iterable[str]) -> str:
+    return " and ".join(f"'{p}'" for p in plugins)
 
 
 _registry: Registry | None = None

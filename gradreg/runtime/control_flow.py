@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gradreg import config
+from gradreg import config, deadline
 from gradreg.errors import ExecutionError, GraphError, IterationLimitError, describe_node
 from gradreg.model.frames import (
     CONTROL_TRIGGER,
@@ -80,6 +80,8 @@ def emit_control_flow(emitter: Emitter, block: Block, ops: Sequence[Operation], 
                              f"'{structure.value_frame(op).name}' (fetch a value the loop exits with)")
     emitter.globals["DEAD"] = DEAD
     emitter.globals["_loop_limit_error"] = _loop_limit_error
+    emitter.globals["_loop_end"] = deadline.loop_end
+    emitter.globals["_loop_late"] = _loop_late
     compiler = _FrameCompiler(emitter, structure)
     compiler.fetched = {f for f in fetches if isinstance(f, Tensor)}
     compiler.emit_frame_items(structure.root, block)
@@ -199,10 +201,13 @@ class _FrameCompiler:
         target, dead_block = self._enter_values(frame, block)
         self._hoist(frame, target)
         loop_vars = [self._loop_variable(merge, target) for merge in frame.ops if is_loop_merge(merge)]
-        counter = None
-        if self.limit is not None:
-            counter = emitter.fresh("it")
-            target.add(f"{counter} = 0", defs=[counter])
+        # The loop's bounds: its iterations, and its time (its own budget and its run's deadline,
+        # gradreg.deadline): a clock read each iteration, ~1/20 of the cheapest iteration's cost.
+        counter = emitter.fresh("it")
+        target.add(f"{counter} = 0", defs=[counter])
+        end = emitter.fresh("end")
+        seconds = emitter.bind("secs", getattr(emitter.ctx, "loop_timeout", None))
+        target.add(f"{end} = _loop_end(_dl, {seconds})", defs=[end])
         loop = target.nest("while True:", is_loop=True)
         self._emit_iteration(frame, loop_cond, loop)
         targets, sources = [], []
@@ -215,12 +220,15 @@ class _FrameCompiler:
         if targets:
             loop.add(f"{', '.join(targets)} = {', '.join(sources)}", defs=targets,
                      uses=emitter.local_uses(sources))
-        if counter is not None:
+        loop.add(f"{counter} += 1", defs=[counter], uses=[counter])
+        if self.limit is not None:
             limit_name = emitter.bind("limit", self.limit)
             frame_name = emitter.bind("frame", (frame.name, loop_cond.name))
-            loop.add(f"{counter} += 1", defs=[counter], uses=[counter])
             loop.add(f"if {counter} > {limit_name}: _loop_limit_error({frame_name}, {limit_name})",
                      uses=[counter], op=loop_cond)
+        where = emitter.bind("frame", (emitter.globals[seconds], f"loop frame '{frame.name}' "
+                                       f"(LoopCond '{loop_cond.name}')", loop_cond.name))
+        loop.add(f"if _clock() > {end}: _loop_late(_dl, {where}, {counter})", uses=[counter, end], op=loop_cond)
         if dead_block is not None:
             self._exits_are_dead(frame, dead_block)
 
@@ -547,6 +555,11 @@ def _loop_limit_error(frame: tuple[str, str], limit: int) -> None:
     raise IterationLimitError(f"loop frame '{name}' (LoopCond '{loop_cond}') ran more than {limit} iterations "
                               f"(Session(loop_iteration_limit=...), {config.how_to_raise('max_loop_iterations')})",
                               loop_cond, LOOP_COND)
+
+
+def _loop_late(deadlines: deadline.CallDeadlines, frame: tuple[float | None, str, str], iterations: int) -> None:
+    seconds, where, loop_cond = frame
+    raise deadline.loop_error(deadlines, seconds, where, iterations, loop_cond, LOOP_COND)
 
 
 def _dead_fetch(name: str) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gradreg import deadline
 from gradreg.errors import ExecutionError, GradregError, UnknownOpError, describe_node
 from gradreg.model.frames import V1_CONTROL_FLOW_OPS
 from gradreg.model.graph import Operation, Tensor, calls_library_function
@@ -129,6 +131,9 @@ class Emitter:
         self.side_ops: set[Any] = set()                  # run as side tasks (see side_candidates)
         self.side_values: list[tuple[str, Any]] = []
         self._counter = itertools.count()
+        self.unchecked_work = 0                          # since the last check of the run's deadline
+        self.globals["_clock"] = deadline.clock
+        self.globals["_dl"] = ctx.deadlines
 
     def fresh(self, prefix: str = "v") -> str:
         return f"{prefix}{next(self._counter)}"
@@ -186,6 +191,26 @@ class Emitter:
             self.kernels[op] = kernel
             return None
         return kernel
+
+    def check_deadline(self, block: Block, item: Any) -> None:
+        """After the statement running ``item`` (a node or a fused group): a check of the run's
+        deadline (gradreg.deadline) when the work since the last check may be long -- after any
+        item touching an array of unknown size or of CHECK_WORK elements or more, else every
+        CHECK_WORK // NODE_WORK items -- so a plan of small nodes pays ~nothing per node and
+        the run stops right after the slow node it is late at."""
+        work = self.unchecked_work + NODE_WORK
+        if work < CHECK_WORK:
+            for t in (*item.inputs, *item.outputs):
+                n = t.shape.num_elements()
+                work = CHECK_WORK if n is None else work + n
+                if work >= CHECK_WORK:
+                    break
+        if work < CHECK_WORK:
+            self.unchecked_work = work
+            return
+        self.unchecked_work = 0
+        where = self.bind("at", (describe_node(item.name, item.type), "after this node", item.name, item.type))
+        block.add(f"if _clock() > _dl.at: raise _dl.error(*{where})", op=item)
 
     def emit_check(self, block: Block, op: Operation, targets: Sequence[str]) -> None:
         """With output checks on (tests), a statement checking ``op``'s outputs against its
@@ -320,6 +345,7 @@ class Emitter:
                 call = f"{call} if not ({condition}) else None"
         if not targets:
             block.add(call, uses=uses, op=op)
+            self.check_deadline(block, op)
             return
         lhs = targets[0] if len(targets) == 1 else ", ".join(targets)
         block.add(f"{lhs} = {call}", defs=targets, uses=uses, op=op)
@@ -327,6 +353,7 @@ class Emitter:
             if t not in self.fed:
                 names[t] = var
         self.emit_check(block, op, targets)
+        self.check_deadline(block, op)
 
     def emit_fused(self, block: Block, group: Any) -> None:
         """Emit one call of a fused kernel: ``group`` (a FusedKernel, gradreg.runtime.executor) has
@@ -340,6 +367,7 @@ class Emitter:
         call = f"_side.submit({', '.join([fn, *args])})" if side else f"{fn}({', '.join(args)})"
         if not group.outputs:
             block.add(call, uses=self.local_uses(names), op=group)
+            self.check_deadline(block, group)
             return
         targets = [self.fresh() for _ in group.outputs]
         if side:
@@ -350,6 +378,15 @@ class Emitter:
         if self.check_outputs:
             checker = self.bind("chk", _tensors_checker(group, group.outputs))
             block.add(f"{checker}(({', '.join(targets)},))", uses=targets, op=group)
+        self.check_deadline(block, group)
+
+
+# A plan checks its run's deadline (Emitter.check_deadline) once the elements its nodes read and
+# write since the last check, counting NODE_WORK for each node, reach CHECK_WORK: after every
+# node on arrays of 16k elements or more (or of unknown size), every 256 nodes on scalars.
+CHECK_WORK = 1 << 14
+NODE_WORK = 64
+
 
 
 # Values computed when a plan is compiled: at most this many bytes a node (TensorFlow's
@@ -472,28 +509,75 @@ class Plan:
 
     def __call__(self, feed_values: Sequence[Any]) -> tuple[Any, ...]:
         if self._tier_up is not None:
-            self.calls += 1
-            if self.calls == 2:
-                tier_up, self._tier_up = self._tier_up, None
-                tier_up(self)
+            self._count_call()
         runner, trial = self._runner()
         try:
-            with np.errstate(all="ignore"):
-                values: tuple[Any, ...] = self._fn(feed_values, runner) if self._takes_side else self._fn(feed_values)
+            values = self._run(feed_values, runner)
             if trial is not None:
                 self._tried(*trial)
             return values
         except BaseException as exc:
             runner.cancel()      # side tasks still waiting are dropped; the running one is waited for
-            if isinstance(exc, GradregError) or not isinstance(exc, Exception):
+            mapped = self._mapped(exc)
+            if mapped is None:
                 raise
-            op = self._compiled.failing_op(exc)
-            if op is None:
-                raise
-            raise ExecutionError(f"{describe_node(op.name, op.type)}: {type(exc).__name__}: {exc}",
-                                 op.name, op.type) from exc
+            raise mapped from exc
         finally:
             runner.close()
+
+    def call_in_place(self, feed_values: Sequence[Any]) -> tuple[Any, ...]:
+        """A call that runs every item where it is, in this thread's turn (no side tasks, no
+        trial of the modes): for a plan called many times inside one kernel -- a loop's
+        condition and body, each iteration -- where a call's set-up would cost more than a
+        small body."""
+        if self._tier_up is not None:
+            self._count_call()
+        try:
+            if _CALLING.inside:    # as _run, one call less per iteration
+                return self._fn(feed_values, IN_PLACE) if self._takes_side else self._fn(feed_values)  # type: ignore[no-any-return]
+            return self._run(feed_values, IN_PLACE)
+        except BaseException as exc:
+            mapped = self._mapped(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    def _count_call(self) -> None:
+        """Count a call of a plan with kernels to build: the second starts building them."""
+        self.calls += 1
+        if self.calls == 2 and self._tier_up is not None:
+            tier_up, self._tier_up = self._tier_up, None
+            tier_up(self)
+
+    def _run(self, feed_values: Sequence[Any], runner: SideRunner) -> tuple[Any, ...]:
+        if _CALLING.inside:
+            # A kernel of another plan's call in this thread (a library function, a loop's body,
+            # each iteration): that call's errstate holds, and setting it again would cost more
+            # than a small body.
+            return self._fn(feed_values, runner) if self._takes_side else self._fn(feed_values)  # type: ignore[no-any-return]
+        with np.errstate(all="ignore"):
+            _CALLING.inside = True
+            try:
+                return self._fn(feed_values, runner) if self._takes_side else self._fn(feed_values)  # type: ignore[no-any-return]
+            finally:
+                _CALLING.inside = False
+
+    def _mapped(self, exc: BaseException) -> ExecutionError | None:
+        """The ExecutionError naming the node whose line raised ``exc``; None when ``exc`` is to
+        propagate as it is (gradreg's own errors, KeyboardInterrupt, an error outside the nodes)."""
+        if isinstance(exc, GradregError) or not isinstance(exc, Exception):
+            return None
+        op = self._compiled.failing_op(exc)
+        if op is None:
+            return None
+        return ExecutionError(f"{describe_node(op.name, op.type)}: {type(exc).__name__}: {exc}", op.name, op.type)
+
+
+class _Calling(threading.local):
+    inside = False      # whether this thread is running a plan's call (its errstate set)
+
+
+_CALLING = _Calling()
 
 
 # A plan tries its modes (Plan._runner) once its compiled kernels are in (or after MODE_WARMUP

@@ -15,14 +15,18 @@ from typing import Any
 
 import numpy as np
 
+from gradreg import config, deadline
 from gradreg.errors import FeedError, FetchError, GradregError
 from gradreg.file_access import FileAccess
 from gradreg.model import dtypes
 from gradreg.model.graph import Graph, Operation, Tensor, get_default_graph
 from gradreg.model.indexed_slices import IndexedSlices, IndexedSlicesValue
+from gradreg.progress import task
 from gradreg.registry import get_registry
 from gradreg.runtime.context import SessionContext
 from gradreg.runtime.executor import Executor
+
+_log = "runtime"   # the logger gradreg.runtime (gradreg.progress)
 
 
 def default_backend() -> str:
@@ -45,7 +49,9 @@ class Session:
     (slower; the test suite turns it on with GRADREG_CHECK_OUTPUTS=1);
     ``loop_iteration_limit`` bounds every while loop (default
     ``gradreg.config.max_loop_iterations``, 10**7 unless GRADREG_MAX_LOOP_ITERATIONS says
-    otherwise; 0: no limit);
+    otherwise; 0: no limit); ``loop_timeout`` the seconds each loop may run (default
+    ``gradreg.config.loop_timeout``, 10); ``timeout`` the seconds each run may take (default
+    ``gradreg.config.timeout``, none; ``run(..., timeout=)`` for one run; see gradreg.deadline).
     ``allow_files`` lists directories the graph's file ops (SaveV2, RestoreV2, ...) may read and
     write, besides ``gradreg.config.allow_files``; without a grant they may only read inside the
     file or directory the graph was loaded from (gradreg.file_access, docs/security.md).
@@ -53,7 +59,8 @@ class Session:
 
     def __init__(self, graph: Graph | None = None, *, max_elements: int | None = None,
                  backend: str | None = None, check_outputs: bool | None = None,
-                 loop_iteration_limit: int | None = None, allow_files: Sequence[str | os.PathLike[str]] = ()):
+                 loop_iteration_limit: int | None = None, allow_files: Sequence[str | os.PathLike[str]] = (),
+                 loop_timeout: float | None = None, timeout: float | None = None):
         self.graph = graph if graph is not None else get_default_graph()
         self.backend = backend or default_backend()
         chosen = get_registry().backend(self.backend)     # GradregError naming the known backends
@@ -63,8 +70,9 @@ class Session:
         self.resources: dict[str, Any] = {}
         self.context = SessionContext(self.graph, max_elements, self.backend, self.resources, session=self,
                                      loop_iteration_limit=loop_iteration_limit,
-                                     files=FileAccess(self.graph.model_root, allow_files))
+                                     files=FileAccess(self.graph.model_root, allow_files), loop_timeout=loop_timeout)
         self.loop_iteration_limit = self.context.loop_iteration_limit
+        self.timeout = config.timeout if timeout is None else float(timeout)
         self.executor: Executor = chosen.create_executor(self.context, check_outputs)
         self.context.executor = self.executor   # library functions run on the same executor
         self._plans: dict[tuple[Any, ...], tuple[Callable[..., Any], list[Callable[..., Any]]]] = {}
@@ -76,11 +84,12 @@ class Session:
         """The GraphDef of the session's graph (TensorFlow's Session.graph_def)."""
         return self.graph.as_graph_def()
 
-    def run(self, fetches: Any, feed_dict: dict[Any, Any] | None = None) -> Any:
+    def run(self, fetches: Any, feed_dict: dict[Any, Any] | None = None, *, timeout: float | None = None) -> Any:
         """Evaluate ``fetches`` (a Tensor, Operation or name, or a list/tuple/dict of them)
         given ``feed_dict`` (tensor or name -> value). Operations fetch as None; an
         IndexedSlices fetches as an :class:`~gradreg.model.indexed_slices.IndexedSlicesValue`
-        (values, indices, dense_shape), as in TensorFlow."""
+        (values, indices, dense_shape), as in TensorFlow. ``timeout``: the seconds this run may
+        take (default: the session's; DeadlineExceededError past it)."""
         if self._closed:
             raise GradregError("this Session is closed")
         flat, rebuild = _flatten(fetches)
@@ -93,7 +102,7 @@ class Session:
             self._plans[key] = cached
         plan, converters = cached
         values = [convert(feed_dict[k]) for convert, k in zip(converters, feed_keys)]
-        return rebuild(_as_fetched(plan(values)))
+        return rebuild(_as_fetched(self._call(plan, values, timeout)))
 
     def make_callable(self, fetches: Any, feed_list: Sequence[Any] = ()) -> Callable[..., Any]:
         """A function ``f(*feed_values)`` running ``fetches`` with the plan compiled once."""
@@ -103,7 +112,7 @@ class Session:
         def run(*values: Any) -> Any:
             if len(values) != len(converters):
                 raise FeedError(f"expected {len(converters)} feed values, got {len(values)}")
-            return rebuild(_as_fetched(plan([c(v) for c, v in zip(converters, values)])))
+            return rebuild(_as_fetched(self._call(plan, [c(v) for c, v in zip(converters, values)], None)))
         return run
 
     def plan_for(self, fetches: Any, feeds: Sequence[Any] = ()) -> Any:
@@ -124,6 +133,18 @@ class Session:
         self.close()
 
     # -- internals -----------------------------------------------------------------
+    def _call(self, plan: Callable[..., Any], values: list[Any], timeout: float | None) -> Any:
+        """``plan(values)`` under the run's deadline, if it has one (see gradreg.deadline)."""
+        call_deadline = deadline.for_call(self.timeout if timeout is None else timeout)
+        if call_deadline is None:
+            return plan(values)
+        deadlines = self.context.deadlines
+        deadlines.enter(call_deadline)
+        try:
+            return plan(values)
+        finally:
+            deadlines.leave(call_deadline)
+
     def _compile(self, flat: list[Any], feed_keys: list[Any]) -> tuple[Callable[..., Any], list[Callable[..., Any]]]:
         fetches = [self._resolve_fetch(f) for f in flat]
         feeds: list[Tensor] = []
@@ -132,7 +153,8 @@ class Session:
             if t in feeds:
                 raise FeedError(f"tensor {t.name} is fed twice")
             feeds.append(t)
-        plan = self.executor.compile(fetches, feeds)
+        with task(_log, "compiling the plan"):
+            plan = self.executor.compile(fetches, feeds)
         return plan, [_feed_converter(t) for t in feeds]
 
     def _resolve_fetch(self, fetch: Any) -> Tensor | Operation:

@@ -42,12 +42,12 @@ from typing import Any
 import numpy as np
 
 from gradreg.errors import CheckpointError, FeedError, GradregError
-from gradreg.file_access import check_file, resolve_inside
+from gradreg.file_access import FileAccess, check_file, resolve_inside
 from gradreg.formats import atomic_write, tf_checkpoint
 from gradreg.formats.arrays import read_npz
 from gradreg.formats.npz import save_npz
 from gradreg.formats.saved_model import variable_def
-from gradreg.formats.tensor_bundle import BundleReader, index_path, slice_region
+from gradreg.formats.tensor_bundle import index_path, slice_region
 from gradreg.model.graph import get_default_graph, import_graph_def
 from gradreg.proto import meta_graph_pb2
 from gradreg.runtime.state import variable_key, variable_state
@@ -86,7 +86,9 @@ def read_checkpoint(path: str) -> tuple[dict[str, dict], dict[str, np.ndarray]]:
     """The metadata and the arrays of a checkpoint file. The file may be hostile: it is read as
     feed files are (gradreg.formats.arrays: no objects or pickles, every array's size checked
     before its data is read); anything that is not a gradreg checkpoint is a CheckpointError."""
-    check_file(os.fspath(path), "checkpoint", single_link=False)      # a FIFO would block the read
+    # The checkpoint's directory is its root: no link out, no file with other hard links (nor a FIFO).
+    whole = os.path.abspath(os.fspath(path))
+    FileAccess(os.path.dirname(whole)).check(whole, "read", "checkpoint")
     try:
         arrays = read_npz(path)
     except FeedError as exc:
@@ -282,7 +284,7 @@ def restore_tf_variables(session, var_list: Sequence[Any], path: str) -> None:
     """Set ``var_list`` in ``session`` from the TensorFlow checkpoint ``path`` (by variable name,
     as tf.compat.v1.train.Saver restores); CheckpointError naming the variable if one is
     missing or does not fit, and then nothing is changed."""
-    reader = BundleReader(tf_checkpoint.checkpoint_prefix(path))
+    reader = tf_checkpoint.checkpoint_reader(path)
     values = []
     for var in var_list:
         key, spec = tf_key(var)

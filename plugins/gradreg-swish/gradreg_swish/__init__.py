@@ -45,3 +45,7 @@ def _swish_grad(op, grad):
     x = op.inputs[0]
     s = apply_op("Sigmoid", x)
     return grad * (s + x * s * (1.0 - s))
+
+
+# Where the plugin checker tries Swish: values on both sides of its minimum (near x = -1.28).
+family.case("Swish", [2, 3], domain=(-4.0, 4.0))

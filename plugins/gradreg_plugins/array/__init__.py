@@ -1,5 +1,6 @@
 """The array op family: constants, placeholders, identities, shapes, reshaping, slicing,
-joining, gathering and padding. Owns each op's definition, NumPy kernel, shape function
+joining, gathering and padding; the TPU collectives CrossReplicaSum and AllToAll on the one
+replica an interpreter is (``replicas``). Owns each op's definition, NumPy kernel, shape function
 and gradient rule."""
 from gradreg.plugin import OpFamily
 
@@ -18,5 +19,6 @@ from gradreg_plugins.array import (  # noqa: E402,F401  (they fill the family's 
     namespaces,
     ops,
     reorder,
+    replicas,
     stitch,
 )

@@ -28,7 +28,7 @@ _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_ax
 family.not_differentiable(
     "Const", "Placeholder", "StopGradient", "ZerosLike", "OnesLike",
     "Shape", "ShapeN", "Size", "Rank", "ConcatOffset", "BroadcastArgs", "BroadcastGradientArgs",
-    "InvertPermutation", "ListDiff", "Where", "OneHot", "Unique",
+    "InvertPermutation", "ListDiff", "Where", "OneHot", "Unique", "LowerBound", "UpperBound",
 )
 
 

@@ -1028,3 +1028,26 @@ def _matrix_band_part(x, num_lower, num_upper):
 
 
 family.simple_kernel("MatrixBandPart", _matrix_band_part)
+
+
+def _bound(side: str):
+    """LowerBound (side "left") / UpperBound ("right"): each row of values searched in the same
+    row of sorted_inputs."""
+    def factory(op, ctx):
+        out = _out_storage(op)
+
+        def search(sorted_inputs, values):
+            if np.ndim(sorted_inputs) != 2 or np.ndim(values) != 2:
+                raise ValueError(f"sorted_inputs and values must be matrices, got shapes "
+                                 f"{_shape_str(np.shape(sorted_inputs))} and {_shape_str(np.shape(values))}")
+            if sorted_inputs.shape[0] != values.shape[0]:
+                raise ValueError(f"Leading dim_size of both tensors must match: {sorted_inputs.shape[0]} vs "
+                                 f"{values.shape[0]}")
+            rows = [np.searchsorted(s, v, side=side) for s, v in zip(sorted_inputs, values)]
+            return np.array(rows, out).reshape(values.shape)
+        return search
+    return factory
+
+
+kernel("LowerBound")(_bound("left"))
+kernel("UpperBound")(_bound("right"))

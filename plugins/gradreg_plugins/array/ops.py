@@ -704,6 +704,18 @@ op("OneHot", inputs=["indices: TI", "depth: int32", "on_value: T", "off_value: T
 op("Unique", inputs=["x: T"], outputs=["y: T", "idx: out_idx"], attrs=["T: type", f"out_idx: {_INDEX} = int32"],
    shape=lambda ctx: [TensorShape([None]), _with_rank(ctx, 0, 1)])
 
+
+def _bound_shape(ctx):
+    """LowerBound/UpperBound: one row of sorted values per row of queries, the queries' shape."""
+    _with_rank(ctx, 0, 2)
+    return _with_rank(ctx, 1, 2)
+
+
+# What tf.searchsorted builds (TensorFlow registers no gradient: the outputs are positions).
+for _name in ("LowerBound", "UpperBound"):
+    op(_name, inputs=["sorted_inputs: T", "values: T"], outputs=["output: out_type"],
+       attrs=["T: type", f"out_type: {_INDEX} = int32"], shape=_bound_shape)
+
 # -- matrix diagonals and bands (the V1 forms) -------------------------------------------------------
 
 

@@ -59,8 +59,9 @@ def reads_one_row(op) -> bool:
     shrunk axis). The kernel indexes such a slice directly; loop gradients and loop hoists
     treat it as row t."""
     strides = constant_value(op.inputs[3])
+    # (a begin of unknown rank has one element too: begin, end and strides are equally long)
     return (Masks.of(op) == Masks(shrink_axis=1) and strides is not None and np.ravel(strides).tolist() == [1]
-            and op.inputs[1].shape.as_list() == [1])
+            and op.inputs[1].shape.dims in (None, (1,)))
 
 
 def _bit(mask: int, i: int) -> bool:

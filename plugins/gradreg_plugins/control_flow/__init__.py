@@ -1,6 +1,7 @@
 """The control-flow op family: v1 dataflow control flow (Switch, Merge, Enter, Exit,
 NextIteration, LoopCond), the stacks TensorFlow's loop gradients use, TensorLists,
-TensorArrays (tensor_arrays.py), Optionals, NoOp, ControlTrigger and Assert. The
+TensorArrays (tensor_arrays.py), Optionals, composite tensors as variants
+(CompositeTensorVariantFrom/ToComponents), NoOp, ControlTrigger and Assert. The
 interpreter compiles the v1 ops into Python loops and conditionals
 (gradreg.runtime.control_flow); this family owns their definitions, shape functions, the
 kernels of the others and the gradient rules."""

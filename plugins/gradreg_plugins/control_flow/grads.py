@@ -354,3 +354,22 @@ def _optional_from_value_grad(op, grad):
 def _optional_get_value_grad(op, *grads):
     return [apply_op("OptionalFromValue", [as_dense(g) if g is not None else apply_op("ZerosLike", t)
                                            for t, g in zip(op.outputs, grads)])]
+
+
+# -- composite tensors as variants (TensorFlow's composite_tensor_ops.py) ---------------------------
+
+@gradient("CompositeTensorVariantFromComponents")
+def _composite_from_components_grad(op, grad):
+    if grad is None:
+        return [None] * len(op.inputs)
+    out = apply_op("CompositeTensorVariantToComponents", grad, metadata=op.get_attr("metadata"),
+                   Tcomponents=op.get_attr("Tcomponents"))
+    return [out] if isinstance(out, Tensor) else list(out)
+
+
+@gradient("CompositeTensorVariantToComponents")
+def _composite_to_components_grad(op, *grads):
+    """The encoding of the components' gradients; a component without one (a ragged tensor's row
+    splits) keeps its value, as TensorFlow's rule does."""
+    components = [t if g is None else as_dense(g) for t, g in zip(op.outputs, grads)]
+    return [apply_op("CompositeTensorVariantFromComponents", components, metadata=op.get_attr("metadata"))]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradreg import config, deadline
 from gradreg.build.functions import call_attrs_of
 from gradreg.errors import ExecutionError, IterationLimitError, describe_node
 from gradreg.registry.kernels import IDENTITY, NOOP
@@ -80,6 +81,8 @@ def _stack_close(op, ctx):
 
 def _truth(value) -> bool:
     """TensorFlow's If condition: a scalar by its value (strings: non-empty), else non-empty."""
+    if type(value) is np.bool_:     # what comparisons give: a loop's condition, each iteration
+        return bool(value)
     array = np.asarray(value)
     if array.ndim == 0:
         item = array.item()
@@ -87,9 +90,9 @@ def _truth(value) -> bool:
     return array.size > 0
 
 
-def _branch(op, ctx, attr_name: str):
+def _branch(op, ctx, attr_name: str, repeated: bool = False):
     func = op.get_attr(attr_name)
-    return function_plan(ctx, op.graph.library, func.name, call_attrs_of(op, attr_name), op)
+    return function_plan(ctx, op.graph.library, func.name, call_attrs_of(op, attr_name), op, repeated=repeated)
 
 
 def _single(values):
@@ -124,20 +127,31 @@ def _case(op, ctx):
 @kernel("While")
 @kernel("StatelessWhile")
 def _while(op, ctx):
-    cond_run, body_run = _branch(op, ctx, "cond"), _branch(op, ctx, "body")
-    limit = ctx.loop_iteration_limit
+    cond_run, body_run = _branch(op, ctx, "cond", repeated=True), _branch(op, ctx, "body", repeated=True)
+    limit = ctx.loop_iteration_limit or _NO_LIMIT
+    deadlines, seconds = ctx.deadlines, ctx.loop_timeout
 
     def run(*values):
+        # Bounded by the iteration limit, the loop's own time limit and the run's deadline
+        # (gradreg.deadline), checked at each iteration.
         iterations = 0
+        end = deadline.loop_end(deadlines, seconds)
         while _truth(cond_run(values)[0]):
             values = body_run(values)
             iterations += 1
-            if limit is not None and iterations > limit:
+            if iterations > limit:
                 raise IterationLimitError(f"{describe_node(op.name, op.type)}: loop ran more than {limit} "
-                                          f"iterations (Session(loop_iteration_limit=...), GRADREG_MAX_LOOP_ITERATIONS "
-                                          f"or --max-loop-iterations)", op.name, op.type)
-        return _single(tuple(values))
+                                          f"iterations (Session(loop_iteration_limit=...), "
+                                          f"{config.how_to_raise('max_loop_iterations')})", op.name, op.type)
+            if clock() > end:
+                raise deadline.loop_error(deadlines, seconds, describe_node(op.name, op.type), iterations,
+                                          op.name, op.type)
+        return _single(values)
     return run
+
+
+_NO_LIMIT = 1 << 63
+clock = deadline.clock
 
 
 # -- TensorLists ----------------------------------------------------------------------------
@@ -281,7 +295,8 @@ class TensorList:
 
 
 def _zeros_like_element(value):
-    if isinstance(value, TensorList):
+    """Zeros of a list element: an array's, or a variant's own (a list, a ragged tensor encoding)."""
+    if hasattr(value, "zeros_like"):
         return value.zeros_like()
     return np.zeros_like(value)
 
@@ -291,7 +306,7 @@ def _add_elements(x, y):
         return y
     if y is None:
         return x
-    if isinstance(x, TensorList):
+    if hasattr(x, "add"):      # a variant element: a TensorList, a ragged tensor encoding, ...
         return x.add(y)
     if np.shape(x) != np.shape(y):
         raise ValueError(f"cannot add list elements of shapes {list(np.shape(x))} and {list(np.shape(y))}")
@@ -703,3 +718,70 @@ def _optional_get_value(op, ctx):
             raise ValueError("the optional does not have a value")
         return _single(optional.values)
     return get_value
+
+
+# -- composite tensors as variants ------------------------------------------------------------------
+
+def _differentiable(value) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype.kind in "fc"
+
+
+class CompositeTensorVariant:
+    """A DT_VARIANT holding a composite tensor's components and its type spec (``metadata``,
+    TensorFlow's serialized CompositeTensorVariantMetadata, kept as bytes). Zeros and sums act on
+    the float and complex components; the others (a ragged tensor's row splits) are structure,
+    kept (and must agree in a sum)."""
+
+    __slots__ = ("metadata", "components")
+
+    def __init__(self, metadata: bytes, components: tuple):
+        self.metadata = metadata
+        self.components = components
+
+    def zeros_like(self) -> CompositeTensorVariant:
+        return CompositeTensorVariant(self.metadata, tuple(
+            np.zeros_like(c) if _differentiable(c) else c for c in self.components))
+
+    def add(self, other) -> CompositeTensorVariant:
+        if not isinstance(other, CompositeTensorVariant) or other.metadata != self.metadata:
+            raise ValueError(f"cannot add composite tensor variants of different type specs ({other!r})")
+        summed = []
+        for mine, theirs in zip(self.components, other.components):
+            if np.shape(mine) != np.shape(theirs):
+                raise ValueError(f"cannot add composite tensor components of shapes {list(np.shape(mine))} and "
+                                 f"{list(np.shape(theirs))}")
+            if _differentiable(mine):
+                summed.append(mine + theirs)
+            elif not np.array_equal(mine, theirs):
+                raise ValueError("cannot add composite tensor variants whose structure (non-float components) differs")
+            else:
+                summed.append(mine)
+        return CompositeTensorVariant(self.metadata, tuple(summed))
+
+    def __repr__(self) -> str:
+        return f"<CompositeTensorVariant of {len(self.components)} components>"
+
+
+@kernel("CompositeTensorVariantFromComponents")
+def _composite_from_components(op, ctx):
+    metadata = op.get_attr("metadata")
+    return lambda *components: CompositeTensorVariant(metadata, tuple(components))
+
+
+@kernel("CompositeTensorVariantToComponents")
+def _composite_to_components(op, ctx):
+    metadata = op.get_attr("metadata")
+    types = op.get_attr("Tcomponents")
+
+    def to_components(encoded):
+        if not isinstance(encoded, CompositeTensorVariant):
+            raise ValueError(f"Expected a CompositeTensorVariant, got {encoded!r}")
+        if encoded.metadata != metadata:
+            raise ValueError("TypeSpec mismatch: the encoded value's metadata differs from the op's")
+        if len(encoded.components) != len(types) or any(
+                np.asarray(c).dtype != t.storage for c, t in zip(encoded.components, types)):
+            raise ValueError(f"Encoded value has {len(encoded.components)} components of types "
+                             f"{[np.asarray(c).dtype.name for c in encoded.components]}, expected "
+                             f"{[t.name for t in types]}")
+        return _single(encoded.components)
+    return to_components

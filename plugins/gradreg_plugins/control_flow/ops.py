@@ -153,3 +153,11 @@ op("OptionalNone", outputs=["optional: variant"], shape=sf.scalar)
 op("OptionalHasValue", inputs=["optional: variant"], outputs=["has_value: bool"], shape=sf.scalar)
 op("OptionalGetValue", inputs=["optional: variant"], outputs=["components: output_types"],
    attrs=["output_types: list(type) >= 1", "output_shapes: list(shape) >= 1"], shape=_declared_shapes)
+
+# -- composite tensors as variants: a composite tensor's components (a RaggedTensor's values and
+# splits, ...) in one DT_VARIANT scalar, its type spec in ``metadata`` --------------------------------
+
+op("CompositeTensorVariantFromComponents", inputs=["components: Tcomponents"], outputs=["encoded: variant"],
+   attrs=["metadata: string", "Tcomponents: list(type) >= 0"], shape=sf.scalar)
+op("CompositeTensorVariantToComponents", inputs=["encoded: variant"], outputs=["components: Tcomponents"],
+   attrs=["metadata: string", "Tcomponents: list(type) >= 0"], shape=sf.unknown)

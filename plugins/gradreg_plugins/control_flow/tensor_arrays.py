@@ -1,5 +1,9 @@
 """TensorFlow 1's TensorArrays (TensorArrayV3 and its Read/Write/Gather/Scatter/Concat/Split/
-Size/Close/Grad ops): what ``tf.compat.v1.nn.dynamic_rnn`` and v1 ``tf.TensorArray`` build.
+Size/Close/Grad ops): what ``tf.compat.v1.nn.dynamic_rnn`` and v1 ``tf.TensorArray`` build; and
+the same ops of the first two versions (``TensorArray``, ``TensorArrayRead``, ...: a ref-typed
+string handle; ``TensorArrayV2``, ``TensorArrayReadV2``, ...: a string handle, and neither
+version has a flow output on the array itself), which GraphDefs written before versions 16
+and 26 hold. All three versions share the array and the kernels.
 
 A TensorArray is a mutable array behind a resource handle; each op that changes it returns a
 ``flow`` scalar that the next op takes, which orders them (the interpreter runs by data
@@ -25,31 +29,55 @@ gradient = family.gradient
 # -- definitions ---------------------------------------------------------------------------------
 
 _STATEFUL = {"stateful": True}
+# version suffix -> the type of its array handle: version 1's is a ref to a string vector (in
+# TensorFlow [container, name]), version 2's a string vector, version 3's a resource. gradreg's
+# handle of every version is the array itself, a scalar (TensorFlow gives each shape [2]).
+VERSIONS = {"": "Ref(string)", "V2": "string", "V3": "resource"}
+# Each version's attrs in TensorFlow's order (the order of the builders' keyword arguments).
+_SHAPE, _DYNAMIC, _CLEAR, _NAME = ("element_shape: shape = ?", "dynamic_size: bool = false",
+                                   "clear_after_read: bool = true", "tensor_array_name: string = ''")
+_CREATE_ATTRS = {"": ["dtype: type", _DYNAMIC, _CLEAR, _NAME, _SHAPE],
+                 "V2": ["dtype: type", _SHAPE, _DYNAMIC, _CLEAR, _NAME],
+                 "V3": ["dtype: type", _SHAPE, _DYNAMIC, _CLEAR, "identical_element_shapes: bool = false", _NAME]}
+
+
+def _version(op) -> str:
+    """The version suffix of a TensorArray op ("", "V2" or "V3")."""
+    return op.type[-2:] if op.type[-2:] in ("V2", "V3") else ""
+
+
 op("TensorArrayV3", inputs=["size: int32"], outputs=["handle: resource", "flow: float"],
-   attrs=["dtype: type", "element_shape: shape = ?", "dynamic_size: bool = false", "clear_after_read: bool = true",
-          "identical_element_shapes: bool = false", "tensor_array_name: string = ''"],
+   attrs=_CREATE_ATTRS["V3"],
    shape=lambda ctx: [SCALAR, SCALAR], **_STATEFUL)
-op("TensorArrayWriteV3", inputs=["handle: resource", "index: int32", "value: T", "flow_in: float"],
-   outputs=["flow_out: float"], attrs=["T: type"], shape=sf.scalar, **_STATEFUL)
-op("TensorArrayReadV3", inputs=["handle: resource", "index: int32", "flow_in: float"], outputs=["value: dtype"],
-   attrs=["dtype: type"], shape=sf.unknown, **_STATEFUL)
-op("TensorArrayGatherV3", inputs=["handle: resource", "indices: int32", "flow_in: float"], outputs=["value: dtype"],
-   attrs=["dtype: type", "element_shape: shape = ?"],
-   shape=lambda ctx: ctx.input_shape(1).concatenate(ctx.attr("element_shape")), **_STATEFUL)
-op("TensorArrayScatterV3", inputs=["handle: resource", "indices: int32", "value: T", "flow_in: float"],
-   outputs=["flow_out: float"], attrs=["T: type"], shape=sf.scalar, **_STATEFUL)
-op("TensorArrayConcatV3", inputs=["handle: resource", "flow_in: float"], outputs=["value: dtype", "lengths: int64"],
-   attrs=["dtype: type", "element_shape_except0: shape = ?"],
-   shape=lambda ctx: [TensorShape([None]).concatenate(ctx.attr("element_shape_except0")), TensorShape([None])],
-   **_STATEFUL)
-op("TensorArraySplitV3", inputs=["handle: resource", "value: T", "lengths: int64", "flow_in: float"],
-   outputs=["flow_out: float"], attrs=["T: type"], shape=sf.scalar, **_STATEFUL)
-op("TensorArraySizeV3", inputs=["handle: resource", "flow_in: float"], outputs=["size: int32"], shape=sf.scalar,
-   **_STATEFUL)
-op("TensorArrayCloseV3", inputs=["handle: resource"], **_STATEFUL)
 op("TensorArrayGradV3", inputs=["handle: resource", "flow_in: float"], outputs=["grad_handle: resource",
                                                                                "flow_out: float"],
    attrs=["source: string"], shape=lambda ctx: [SCALAR, SCALAR], **_STATEFUL)
+for _v in ("", "V2"):
+    op(f"TensorArray{_v}", inputs=["size: int32"], outputs=[f"handle: {VERSIONS[_v]}"], attrs=_CREATE_ATTRS[_v],
+       shape=sf.scalar, **_STATEFUL)
+    # The gradient array of version 1 takes the forward handle by value.
+    op(f"TensorArrayGrad{_v}", inputs=["handle: string", "flow_in: float"], outputs=[f"grad_handle: {VERSIONS[_v]}"],
+       attrs=["source: string"], shape=sf.scalar, **_STATEFUL)
+
+for _v, _handle in VERSIONS.items():
+    _h = f"handle: {_handle}"
+    op(f"TensorArrayWrite{_v}", inputs=[_h, "index: int32", "value: T", "flow_in: float"],
+       outputs=["flow_out: float"], attrs=["T: type"], shape=sf.scalar, **_STATEFUL)
+    op(f"TensorArrayRead{_v}", inputs=[_h, "index: int32", "flow_in: float"], outputs=["value: dtype"],
+       attrs=["dtype: type"], shape=sf.unknown, **_STATEFUL)
+    op(f"TensorArrayGather{_v}", inputs=[_h, "indices: int32", "flow_in: float"], outputs=["value: dtype"],
+       attrs=["dtype: type", "element_shape: shape = ?"],
+       shape=lambda ctx: ctx.input_shape(1).concatenate(ctx.attr("element_shape")), **_STATEFUL)
+    op(f"TensorArrayScatter{_v}", inputs=[_h, "indices: int32", "value: T", "flow_in: float"],
+       outputs=["flow_out: float"], attrs=["T: type"], shape=sf.scalar, **_STATEFUL)
+    op(f"TensorArrayConcat{_v}", inputs=[_h, "flow_in: float"], outputs=["value: dtype", "lengths: int64"],
+       attrs=["dtype: type", "element_shape_except0: shape = ?"],
+       shape=lambda ctx: [TensorShape([None]).concatenate(ctx.attr("element_shape_except0")), TensorShape([None])],
+       **_STATEFUL)
+    op(f"TensorArraySplit{_v}", inputs=[_h, "value: T", "lengths: int64", "flow_in: float"],
+       outputs=["flow_out: float"], attrs=["T: type"], shape=sf.scalar, **_STATEFUL)
+    op(f"TensorArraySize{_v}", inputs=[_h, "flow_in: float"], outputs=["size: int32"], shape=sf.scalar, **_STATEFUL)
+    op(f"TensorArrayClose{_v}", inputs=[_h], **_STATEFUL)
 
 # -- the array -------------------------------------------------------------------------------------
 
@@ -136,6 +164,23 @@ class TensorArray:
         return f"<TensorArray {self.name} ({len(self.values)} {self.dtype.name})>"
 
 
+class TensorArrayRef:
+    """Version 1's handle, a reference: where a non-reference input takes it (TensorArrayGrad's
+    handle) the interpreter reads it (``read()``), as it reads a TF1 variable; the version 1
+    kernels take the array out of it."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: TensorArray):
+        self.array = array
+
+    def read(self) -> TensorArray:
+        return self.array
+
+    def __repr__(self) -> str:
+        return f"<ref to {self.array!r}>"
+
+
 def _failing(op, fn):
     """``fn`` with a ValueError turned into an ExecutionError naming the node."""
     def run(*args):
@@ -153,21 +198,44 @@ def _shape_attr(op, name):
 
 # -- kernels --------------------------------------------------------------------------------------
 
+def _dereferenced(factory):
+    """A version 1 kernel: ``factory``'s with the array taken out of the reference handle."""
+    def factory_v1(op, ctx):
+        compute = factory(op, ctx)
+        return lambda handle, *rest: compute(handle.array, *rest)
+    return factory_v1
+
+
+def _every_version(name: str):
+    """Register a kernel for the op ``name`` of every version (TensorArrayRead, ...V2, ...V3)."""
+    def register(factory):
+        for version in VERSIONS:
+            kernel(f"TensorArray{name}{version}")(_dereferenced(factory) if version == "" else factory)
+        return factory
+    return register
+
+
+@kernel("TensorArray")
+@kernel("TensorArrayV2")
 @kernel("TensorArrayV3")
 def _tensor_array(op, ctx):
     dtype = op.get_attr("dtype")
     element_shape = _shape_attr(op, "element_shape")
     name = op.get_attr("tensor_array_name").decode() or op.name
     dynamic, clear = op.get_attr("dynamic_size"), op.get_attr("clear_after_read")
+    version = _version(op)
 
     def create(size):
         n = int(size)
         ctx.check_elements(n, op)
-        return TensorArray(name, dtype, n, element_shape, dynamic, clear), _FLOW
+        array = TensorArray(name, dtype, n, element_shape, dynamic, clear)
+        if version == "V3":
+            return array, _FLOW
+        return array if version == "V2" else TensorArrayRef(array)    # no flow before version 3
     return _failing(op, create)
 
 
-@kernel("TensorArrayWriteV3")
+@_every_version("Write")
 def _write(op, ctx):
     def write(array, index, value, flow):
         array.write(int(index), value)
@@ -175,7 +243,7 @@ def _write(op, ctx):
     return _failing(op, write)
 
 
-@kernel("TensorArrayReadV3")
+@_every_version("Read")
 def _read(op, ctx):
     return _failing(op, lambda array, index, flow: array.read(int(index)))
 
@@ -189,7 +257,7 @@ def _stack_values(array: TensorArray, values: list, element_shape):
     return np.zeros([0, *shape], dtype=array.dtype.storage)
 
 
-@kernel("TensorArrayGatherV3")
+@_every_version("Gather")
 def _gather(op, ctx):
     element_shape = _shape_attr(op, "element_shape")
 
@@ -201,7 +269,7 @@ def _gather(op, ctx):
     return _failing(op, gather)
 
 
-@kernel("TensorArrayScatterV3")
+@_every_version("Scatter")
 def _scatter(op, ctx):
     def scatter(array, indices, value, flow):
         rows = np.asarray(value)
@@ -215,7 +283,7 @@ def _scatter(op, ctx):
     return _failing(op, scatter)
 
 
-@kernel("TensorArrayConcatV3")
+@_every_version("Concat")
 def _concat(op, ctx):
     except0 = _shape_attr(op, "element_shape_except0")
 
@@ -230,7 +298,7 @@ def _concat(op, ctx):
     return _failing(op, concat)
 
 
-@kernel("TensorArraySplitV3")
+@_every_version("Split")
 def _split(op, ctx):
     def split(array, value, lengths, flow):
         rows = np.asarray(value)
@@ -244,21 +312,32 @@ def _split(op, ctx):
     return _failing(op, split)
 
 
-kernel("TensorArraySizeV3")(lambda op, ctx: lambda array, flow: np.int32(len(array.values)))
-kernel("TensorArrayCloseV3")(lambda op, ctx: lambda array: None)
+_every_version("Size")(lambda op, ctx: lambda array, flow: np.int32(len(array.values)))
+_every_version("Close")(lambda op, ctx: lambda array: None)
 
 
+@kernel("TensorArrayGrad")
+@kernel("TensorArrayGradV2")
 @kernel("TensorArrayGradV3")
 def _grad(op, ctx):
     source = op.get_attr("source").decode()
-    return lambda array, flow: (array.gradient(source), flow)
+    version = _version(op)
+    if version == "V3":
+        return lambda array, flow: (array.gradient(source), flow)
+    if version == "V2":
+        return lambda array, flow: array.gradient(source)
+    return lambda array, flow: TensorArrayRef(array.gradient(source))   # its input is read already
 
 
 # -- gradients --------------------------------------------------------------------------------------
 # The gradient array of the call in progress: its name scope ("gradients", "gradients_1", ...)
 # is the first component of the incoming gradient's name, as TensorFlow's _GetGradSource finds it.
 
-family.not_differentiable("TensorArrayV3", "TensorArrayGradV3", "TensorArraySizeV3", "TensorArrayCloseV3")
+# Each version's rules build that version's ops: a V2 array's gradient array is a V2 one.
+
+for _suffix in VERSIONS:
+    family.not_differentiable(f"TensorArray{_suffix}", f"TensorArrayGrad{_suffix}", f"TensorArraySize{_suffix}",
+                              f"TensorArrayClose{_suffix}")
 
 
 def _source(grad) -> str:
@@ -268,45 +347,49 @@ def _source(grad) -> str:
 
 def _gradient_array(op, flow, grad):
     """(gradient array handle, its flow) of the forward array ``op`` works on, for the gradient
-    call ``grad`` (an incoming gradient) belongs to."""
-    return apply_op("TensorArrayGradV3", op.inputs[0], flow, source=_source(grad))
+    call ``grad`` (an incoming gradient) belongs to. Versions 1 and 2 give the gradient array
+    no flow of its own: the forward flow orders its ops."""
+    version = _version(op)
+    if version == "V3":
+        return apply_op("TensorArrayGradV3", op.inputs[0], flow, source=_source(grad))
+    return apply_op(f"TensorArrayGrad{version}", op.inputs[0], flow, source=_source(grad)), flow
 
 
-@gradient("TensorArrayReadV3")
 def _read_grad(op, grad):
     handle, flow = _gradient_array(op, op.inputs[2], grad)
-    written = apply_op("TensorArrayWriteV3", handle, op.inputs[1], as_dense(grad), flow)
+    written = apply_op(f"TensorArrayWrite{_version(op)}", handle, op.inputs[1], as_dense(grad), flow)
     return [None, None, written]
 
 
-@gradient("TensorArrayWriteV3")
 def _write_grad(op, flow):
     handle, flow = _gradient_array(op, flow, flow)
-    value = apply_op("TensorArrayReadV3", handle, op.inputs[1], flow, dtype=op.get_attr("T"))
+    value = apply_op(f"TensorArrayRead{_version(op)}", handle, op.inputs[1], flow, dtype=op.get_attr("T"))
     return [None, None, value, flow]
 
 
-@gradient("TensorArrayGatherV3")
 def _gather_grad(op, grad):
     handle, flow = _gradient_array(op, op.inputs[2], grad)
-    return [None, None, apply_op("TensorArrayScatterV3", handle, op.inputs[1], as_dense(grad), flow)]
+    return [None, None, apply_op(f"TensorArrayScatter{_version(op)}", handle, op.inputs[1], as_dense(grad), flow)]
 
 
-@gradient("TensorArrayScatterV3")
 def _scatter_grad(op, flow):
     handle, flow = _gradient_array(op, flow, flow)
-    value = apply_op("TensorArrayGatherV3", handle, op.inputs[1], flow, dtype=op.get_attr("T"))
+    value = apply_op(f"TensorArrayGather{_version(op)}", handle, op.inputs[1], flow, dtype=op.get_attr("T"))
     return [None, None, value, flow]
 
 
-@gradient("TensorArrayConcatV3")
 def _concat_grad(op, grad, _dlengths=None):
     handle, flow = _gradient_array(op, op.inputs[1], grad)
-    return [None, apply_op("TensorArraySplitV3", handle, as_dense(grad), op.outputs[1], flow)]
+    return [None, apply_op(f"TensorArraySplit{_version(op)}", handle, as_dense(grad), op.outputs[1], flow)]
 
 
-@gradient("TensorArraySplitV3")
 def _split_grad(op, flow):
     handle, flow = _gradient_array(op, flow, flow)
-    value, _ = apply_op("TensorArrayConcatV3", handle, flow, dtype=op.get_attr("T"))
+    value, _ = apply_op(f"TensorArrayConcat{_version(op)}", handle, flow, dtype=op.get_attr("T"))
     return [None, value, None, flow]
+
+
+for _suffix in VERSIONS:
+    for _name, _rule in (("Read", _read_grad), ("Write", _write_grad), ("Gather", _gather_grad),
+                         ("Scatter", _scatter_grad), ("Concat", _concat_grad), ("Split", _split_grad)):
+        gradient(f"TensorArray{_name}{_suffix}")(_rule)

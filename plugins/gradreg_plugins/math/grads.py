@@ -11,8 +11,8 @@ shapes and axes are static.
 
 Where this differs from TensorFlow: Mod and TruncateMod have rules (TensorFlow has none:
 d/dx = 1, d/dy = -trunc(x / y)); Einsum takes any number of operands (TensorFlow's rule: one or
-two); for complex inputs Cumprod, MatrixDeterminant and MulNoNan conjugate where TensorFlow's
-rules forget to, and SquaredDifference and EuclideanNorm keep only the real part of their
+two); for complex inputs Cumprod, MatrixDeterminant, MulNoNan, Xlogy, Xlog1py and Xdivy
+conjugate where TensorFlow's rules forget to, and SquaredDifference and EuclideanNorm keep only the real part of their
 (real-valued) outputs' cotangents (TensorFlow's gradients contradict its own convention,
 dL/dRe z + i dL/dIm z); Cumprod is right at zeros (TensorFlow divides by them). Otherwise
 the results are TensorFlow's.

@@ -10,7 +10,7 @@ import numpy as np
 
 from gradreg.errors import ExecutionError, describe_node
 from gradreg.model import dtypes
-from gradreg.registry.kernels import IDENTITY, broadcasting, variant_add
+from gradreg.registry.kernels import IDENTITY, broadcasting, variant_add, variant_conj
 from gradreg_plugins.math import family
 from gradreg_plugins.math import numerics as nm
 
@@ -154,8 +154,8 @@ kernel("ComplexAbs")(_complex_part(np.abs))
 
 @kernel("Conj")
 def _conj(op, ctx):
-    if op.get_attr("T") is dtypes.variant:
-        raise unsupported(op, "Conj of a variant tensor is not supported")
+    if op.get_attr("T") is dtypes.variant:    # a variant that can be conjugated (CSR matrices)
+        return lambda value: variant_conj(value, op)
     return np.conj
 
 
@@ -346,7 +346,7 @@ def _add_n_variant(op):
     def add(a, b):
         if a is None or b is None:
             return b if a is None else a
-        if hasattr(a, "add"):
+        if hasattr(a, "add") or (isinstance(a, np.ndarray) and a.dtype == object):
             return variant_add(a, b, op)
         if isinstance(a, list) and isinstance(b, list):
             if len(a) != len(b):

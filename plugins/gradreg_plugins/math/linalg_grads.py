@@ -16,16 +16,24 @@ gradreg (tests/test_linalg_grads.py, the op sweep's TENSORFLOW_WRONG entries):
 * Svd, complex: the singular values are real, so only the real part of their cotangent counts
   (TensorFlow uses the complex cotangent). The reduced-SVD rule works with unknown matrix dims
   (TensorFlow requires them static).
+* Matrix dims known only at run time (or a rank unknown): MatrixSquareRoot builds its system
+  from the run-time order, MatrixSolveLs picks the tall or the wide system with a cond, as
+  TensorFlow's rules do; Qr and Svd with full_matrices need the dims statically, as TensorFlow's.
 * TridiagonalSolve, complex: the transposed system must be the adjoint (conjugated) one, and the
   diagonals' gradient uses conj(x).
 * MatrixSolveLs: fast=False (the minimum-norm least-squares solution) has TensorFlow's fast
   rule with l2_regularizer 0 (the same function for a matrix of full rank; TensorFlow has no
   rule); complex matrices use the adjoint where TensorFlow transposes.
-* Cholesky: the kernel reads only the lower triangle (as TensorFlow's), so the gradient is
-  folded onto it, as TensorFlow's own SelfAdjointEigV2 rule does: G_ij + conj(G_ji) below the
-  diagonal, Re G_ii on it, 0 above, G = 1/2 (S + S^H) TensorFlow's symmetric gradient. For an
-  input built symmetric (x + x^T, a Gram matrix, a kernel matrix: what the sweep and real
-  models do) the results agree; for a free input only the folded one matches finite differences.
+* Cholesky and SelfAdjointEigV2 read only the lower triangle of their input, which they take
+  to be Hermitian. For an input built Hermitian (x + x^H, a Gram or kernel matrix) every
+  convention gives the same result; for a free matrix, gradients(symmetric_inputs=...) (gradreg
+  grad --symmetric-inputs) chooses: "tensorflow", the default, gives TensorFlow's values, the
+  Hermitian 1/2 (G + G^H) for Cholesky (and so tf.linalg.logdet, built on it), as JAX and
+  PyTorch also do, and G folded onto the lower triangle for SelfAdjointEigV2 (G_ij + conj(G_ji)
+  below the diagonal, Re G_ii on it, 0 above), where JAX and PyTorch give 1/2 (G + G^H);
+  "symmetric" gives 1/2 (G + G^H) for both (JAX's and PyTorch's values); "folded" gives the
+  folded gradient for both, the derivative of what the kernels compute from the n^2 entries
+  (the only one finite differences on a free input agree with).
 * Qr, Eig, SelfAdjointEigV2, MatrixSolve,
   MatrixTriangularSolve, BandedTriangularSolve, TridiagonalMatMul and Cross give TensorFlow's
   values. The Qr rule is derived here for R with a real diagonal (LAPACK's and Eigen's choice):
@@ -37,7 +45,9 @@ from __future__ import annotations
 import numpy as np
 
 from gradreg.autodiff import rules
+from gradreg.autodiff.gradients import symmetric_inputs_mode
 from gradreg.build.builders import apply_op, constant
+from gradreg.build.control_flow import cond
 from gradreg.errors import GradientError, describe_node
 from gradreg.model.graph import Tensor
 from gradreg_plugins.math.grads import gradient, unbroadcast_batch
@@ -153,14 +163,29 @@ def _log_matrix_determinant_grad(op, grad_sign, grad_log):
 def _matrix_square_root_grad(op, grad):
     """S with S X^H + X^H S = G (X = sqrtm(A)), from the Kronecker system."""
     x = op.outputs[0]
-    n = _static_matrix_dims(op, x)[0]
+    n = _matrix_size(x)
     xh = _adj(x)
-    eye = constant(np.eye(n), x.known_dtype.base_dtype)
+    eye = _eye(n, x)
     system = _kronecker(eye, _conj(x), n) + _kronecker(xh, eye, n)
     batch = _batch_shape(x)
     vec_g = _op("Reshape", grad, _concat_shape(batch, [n * n, 1]))
     solution = _op("MatrixSolve", system, vec_g)
     return _op("Reshape", solution, _concat_shape(batch, [n, n]))
+
+
+def _matrix_size(t: Tensor):
+    """The order of t's (square) matrices: an int when static, else a scalar Tensor."""
+    last = t.shape[-1] if t.shape.rank is not None else None
+    if last is not None:
+        return last
+    return _op("StridedSlice", _op("Shape", t), rules.ints([-1]), rules.ints([0]), rules.ints([1]), shrink_axis_mask=1)
+
+
+def _eye(n, like: Tensor) -> Tensor:
+    """The n x n identity in like's type (n an int or a scalar Tensor)."""
+    if isinstance(n, int):
+        return constant(np.eye(n), like.known_dtype.base_dtype)
+    return _diag(_op("Fill", _op("Pack", [n], axis=0), _c(1, like)))
 
 
 def _batch_shape(t: Tensor):
@@ -170,13 +195,16 @@ def _batch_shape(t: Tensor):
     return _op("StridedSlice", _op("Shape", t), rules.ints([0]), rules.ints([-2]), rules.ints([1]))
 
 
-def _concat_shape(batch, inner: list[int]) -> Tensor:
-    if isinstance(batch, list):
+def _concat_shape(batch, inner: list) -> Tensor:
+    """batch (ints or a Tensor) followed by inner (ints, or scalar Tensors where not static)."""
+    if isinstance(batch, list) and all(isinstance(d, int) for d in inner):
         return rules.ints(batch + inner)
-    return _op("ConcatV2", [batch, rules.ints(inner)], rules.ints(0))
+    parts = [rules.ints(batch) if isinstance(batch, list) else batch]
+    parts.append(_op("Pack", [rules.ints(d) if isinstance(d, int) else d for d in inner], axis=0))
+    return _op("ConcatV2", parts, rules.ints(0))
 
 
-def _kronecker(a: Tensor, b: Tensor, n: int) -> Tensor:
+def _kronecker(a: Tensor, b: Tensor, n) -> Tensor:
     """kron(a, b) of (batches of) n x n matrices: [i*n + k, j*n + l] = a[i, j] b[k, l]; a
     matrix without batch dims broadcasts."""
     def reshape(t, inner):
@@ -195,22 +223,29 @@ def _kronecker(a: Tensor, b: Tensor, n: int) -> Tensor:
 
 @gradient("Cholesky")
 def _cholesky_grad(op, grad):
-    """S = L^-H Phi(L^H G) L^-1 (Phi: the lower triangle with the diagonal halved) is the
-    gradient for Hermitian perturbations, 1/2 (S + S^H) (TensorFlow's answer); the kernel reads
-    only the lower triangle, so the gradient is that folded onto it (see the module docstring)."""
+    """S = L^-H Phi(L^H G) L^-1 (Phi: the lower triangle with the diagonal halved), the gradient
+    for Hermitian perturbations, made Hermitian or folded onto the lower triangle the kernel
+    reads (see the module docstring); Hermitian by default, as TensorFlow, JAX and PyTorch."""
     chol = op.outputs[0]
     middle = _matmul(chol, grad, adj_a=True)
     middle = _tril(middle) - _c(0.5, middle) * _diag(_diag_part(middle))
     left = _op("MatrixTriangularSolve", chol, middle, lower=True, adjoint=True)            # L^-H Phi
     s = _adj(_op("MatrixTriangularSolve", chol, _adj(left), lower=True, adjoint=True))     # (L^-H Phi) L^-1
-    return _fold_lower(_c(0.5, s) * (s + _adj(s)))
+    return _hermitian_input_grad(s, tensorflow="symmetric")
 
 
-def _fold_lower(symmetric: Tensor) -> Tensor:
-    """The gradient of a function of a Hermitian matrix's lower triangle (what Cholesky and
-    SelfAdjointEigV2 read) from its gradient G for Hermitian perturbations: G_ij + conj(G_ji)
-    below the diagonal, Re G_ii on it, 0 above."""
-    folded = _tril(symmetric + _adj(symmetric))
+def _hermitian_input_grad(g: Tensor, tensorflow: str) -> Tensor:
+    """The gradient with respect to an input read as Hermitian, from G, one that is right for
+    Hermitian perturbations: 1/2 (G + G^H) ("symmetric") or G_ij + conj(G_ji) below the diagonal,
+    Re G_ii on it, 0 above ("folded": the gradient of a function of the lower triangle, what the
+    kernels read), as gradients()' symmetric_inputs says; ``tensorflow`` is TensorFlow's choice
+    for the op, the default."""
+    mode = symmetric_inputs_mode()
+    if mode == "tensorflow":
+        mode = tensorflow
+    if mode == "symmetric":
+        return _c(0.5, g) * (g + _adj(g))
+    folded = _tril(g + _adj(g))
     return _op("MatrixSetDiag", folded, _c(0.5, folded) * _diag_part(folded))
 
 
@@ -244,7 +279,7 @@ def _qr_square_or_tall(q: Tensor, r: Tensor, grad_q: Tensor, grad_r: Tensor) -> 
 @gradient("SelfAdjointEigV2")
 def _self_adjoint_eig_grad(op, grad_e, grad_v):
     """V (diag(g_e) + F o (V^H g_V)) V^H, F[i, j] = 1 / (e_j - e_i), folded onto the lower
-    triangle the kernel reads (the diagonal's real part)."""
+    triangle the kernel reads by default, as TensorFlow (see the module docstring)."""
     a = op.inputs[0]
     e = op.outputs[0]
     if op.get_attr("compute_v"):
@@ -254,7 +289,7 @@ def _self_adjoint_eig_grad(op, grad_e, grad_v):
     middle = _diag(_zeros_or(grad_e, e))
     if grad_v is not None and op.get_attr("compute_v"):
         middle = middle + _pairwise_reciprocal(e) * _matmul(v, grad_v, adj_a=True)
-    return _fold_lower(_matmul(v, _matmul(middle, v, adj_b=True)))
+    return _hermitian_input_grad(_matmul(v, _matmul(middle, v, adj_b=True)), tensorflow="folded")
 
 
 @gradient("Eig")
@@ -395,28 +430,44 @@ def _banded_triangular_solve_grad(op, grad):
 
 @gradient("MatrixSolveLs")
 def _matrix_solve_ls_grad(op, grad):
-    """The normal equations' gradients (see the module docstring for fast=False)."""
-    a, b, l2 = op.inputs
-    rows, cols = _static_matrix_dims(op, a)
-    regularizer = _op("Cast", l2, DstT=a.known_dtype.base_dtype) if op.get_attr("fast") else _c(0, a)
-    if rows >= cols:
-        # X = C^-1 A^H B, C = A^H A + l2 I: grad_b = A Z, grad_a = -A (Z X^H + X Z^H) + B Z^H, Z = C^-1 G.
-        gram = _matmul(a, a, adj_a=True)
-        z = _op("MatrixSolve", _regularized(gram, regularizer, cols), grad)
-        x = op.outputs[0]
-        xz = _matmul(x, z, adj_b=True)
-        grad_a = _matmul(b, z, adj_b=True) - _matmul(a, xz + _adj(xz))
-        return grad_a, _matmul(a, z), None
-    # X = A^H D^-1 B, D = A A^H + l2 I: grad_b = Y = D^-1 A G, grad_a = W (G - A^H Y)^H - Y W^H A, W = D^-1 B.
-    gram = _regularized(_matmul(a, a, adj_b=True), regularizer, rows)
+    """The normal equations' gradients (see the module docstring for fast=False); which system
+    (more rows or more columns) is decided at run time when the matrix dims are not static, as
+    TensorFlow's rule does."""
+    a = op.inputs[0]
+    regularizer = _op("Cast", op.inputs[2], DstT=a.known_dtype.base_dtype) if op.get_attr("fast") else _c(0, a)
+    dims = a.shape.as_list()[-2:] if a.shape.rank is not None else [None, None]
+    if None not in dims:
+        solve = _least_squares_tall if dims[0] >= dims[1] else _least_squares_wide
+        return (*solve(op, grad, regularizer), None)
+    shape = _op("Shape", a)
+    rows, cols = (_op("StridedSlice", shape, rules.ints([i]), rules.ints([i + 1]), rules.ints([1]),
+                      shrink_axis_mask=1) for i in (-2, -1))
+    grad_a, grad_b = cond(_op("GreaterEqual", rows, cols), lambda: _least_squares_tall(op, grad, regularizer),
+                          lambda: _least_squares_wide(op, grad, regularizer))
+    return grad_a, grad_b, None
+
+
+def _least_squares_tall(op, grad: Tensor, regularizer: Tensor) -> list[Tensor]:
+    """X = C^-1 A^H B, C = A^H A + l2 I: grad_b = A Z, grad_a = -A (Z X^H + X Z^H) + B Z^H, Z = C^-1 G."""
+    a, b, _ = op.inputs
+    gram = _matmul(a, a, adj_a=True)
+    z = _op("MatrixSolve", _regularized(gram, regularizer, _matrix_size(gram)), grad)
+    xz = _matmul(op.outputs[0], z, adj_b=True)
+    return [_matmul(b, z, adj_b=True) - _matmul(a, xz + _adj(xz)), _matmul(a, z)]
+
+
+def _least_squares_wide(op, grad: Tensor, regularizer: Tensor) -> list[Tensor]:
+    """X = A^H D^-1 B, D = A A^H + l2 I: grad_b = Y = D^-1 A G, grad_a = W (G - A^H Y)^H - Y W^H A, W = D^-1 B."""
+    a, b, _ = op.inputs
+    gram = _matmul(a, a, adj_b=True)
+    gram = _regularized(gram, regularizer, _matrix_size(gram))
     y = _op("MatrixSolve", gram, _matmul(a, grad))
     w = _op("MatrixSolve", gram, b)
-    grad_a = _matmul(w, grad - _matmul(a, y, adj_a=True), adj_b=True) - _matmul(_matmul(y, w, adj_b=True), a)
-    return grad_a, y, None
+    return [_matmul(w, grad - _matmul(a, y, adj_a=True), adj_b=True) - _matmul(_matmul(y, w, adj_b=True), a), y]
 
 
-def _regularized(gram: Tensor, regularizer: Tensor, n: int) -> Tensor:
-    return gram + regularizer * constant(np.eye(n), gram.known_dtype.base_dtype)
+def _regularized(gram: Tensor, regularizer: Tensor, n) -> Tensor:
+    return gram + regularizer * _eye(n, gram)
 
 
 # -- tridiagonal systems and the cross product ----------------------------------------------------------------------

@@ -1,11 +1,12 @@
-"""The nn op family: activations, softmax and cross entropies, bias addition, 2-D and 3-D
-convolution and pooling with their backprop ops (``conv``, ``pooling``, ``volumes``; pooling
-with argmax), fractional pooling (``fractional``), morphological dilation (``morphology``), the
-spatial rearrangements SpaceToBatch/DepthToSpace and patch extraction (``spatial``), CTC loss
-(``ctc``), simulated quantization (``quantize``), NthElement / IsotonicRegression / ApproxTopK
-(``selection``), L2 loss, top-k membership, batch and local response normalization. Owns each
-op's definition, NumPy kernel, shape function, Python builder and gradient rule; the topic
-modules hold all four for their ops, ``ops`` / ``kernels`` / ``grads`` those of the rest.
+"""The nn op family: activations, softmax and cross entropies, bias addition, 2-D and 3-D convolution
+and pooling with their backprop ops (``conv``, ``pooling``, ``volumes``; pooling with argmax),
+fractional pooling (``fractional``), morphological dilation (``morphology``), the spatial
+rearrangements SpaceToBatch/DepthToSpace and patch extraction (``spatial``), CTC loss (``ctc``), the
+fused LSTMs BlockLSTM / BlockLSTMV2 (``recurrent``), simulated quantization (``quantize``),
+NthElement / IsotonicRegression / ApproxTopK (``selection``), L2 loss, top-k membership, batch and
+local response normalization. Owns each op's definition, NumPy kernel, shape function, Python
+builder and gradient rule; the topic modules hold all four for their ops, ``ops`` / ``kernels`` /
+``grads`` those of the rest.
 
 Where gradreg differs from TensorFlow, the module that owns the op says so in its docstring
 (grads: cross entropies, batch normalization's statistics; image transforms are in the image
@@ -27,6 +28,7 @@ from gradreg_plugins.nn import (  # noqa: E402,F401  (they fill the family's tab
     namespaces,
     ops,
     quantize,
+    recurrent,
     selection,
     spatial,
     top_k,

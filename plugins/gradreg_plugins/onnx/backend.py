@@ -1,16 +1,18 @@
 """gradreg as an ONNX backend (``onnx.backend.base.Backend``), for onnx's conformance suite.
 
-    >>> import gradreg.onnx_backend as backend
+    >>> import gradreg_plugins.onnx.backend as backend
     >>> rep = backend.prepare(model)                 # a ModelProto
     >>> rep.run([x])                                 # outputs, by position and by name
     >>> backend.run_node(node, [a, b])               # one NodeProto on its own
 
 onnx's harness runs it (about two minutes for the 1,884 node tests on one core)::
 
-    import onnx.backend.test, gradreg.onnx_backend
-    globals().update(onnx.backend.test.BackendTest(gradreg.onnx_backend, __name__).test_cases)
+    import onnx.backend.test, gradreg_plugins.onnx.backend
+    globals().update(onnx.backend.test.BackendTest(gradreg_plugins.onnx.backend, __name__).test_cases)
 
-A model is loaded with :func:`gradreg_plugins.onnx.format.model_to_graph` (checked, brought to the
+This module is the name onnx's harness is given (it was ``gradreg.onnx_backend``, which the
+core cannot hold: gradreg/ imports no plugin). A model is loaded with
+:func:`gradreg_plugins.onnx.importer.model_to_graph` (checked, brought to the
 onnx family's opset) and run by a gradreg Session; values cross the boundary in onnx's forms
 (ml_dtypes.bfloat16, str) and gradreg's (bfloat16 held in float32, bytes).
 """
@@ -25,9 +27,10 @@ import onnx.shape_inference
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
+from gradreg.errors import FeedError, GraphError
 from gradreg.model import dtypes
 from gradreg.runtime.session import Session
-from gradreg_plugins.onnx.format import model_info, model_to_graph
+from gradreg_plugins.onnx.importer import model_info, model_to_graph
 from gradreg_plugins.onnx.nodes import from_onnx_value, to_onnx_array
 from gradreg_plugins.onnx.schemas import OPSET_VERSIONS
 
@@ -38,17 +41,29 @@ class GradregRep(BackendRep):
     def __init__(self, graph, backend: str | None = None):
         self.graph = graph
         info = model_info(graph)
+        if info is None:
+            raise GraphError("the graph was not loaded from an ONNX model")
+        self.source = info.source
         self.inputs = list(info.inputs)
+        # what a list of inputs feeds, in order: the inputs no initializer provides (as
+        # onnxruntime does; an IR-3 model lists its weights among its inputs too)
+        self.required = [(name, t) for name, t in self.inputs if name not in info.defaulted]
         self.outputs = list(info.outputs)
         self.session = Session(graph, backend=backend)
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple:
-        """Outputs for ``inputs``: a list (the graph inputs in order) or a dict by input name."""
+        """Outputs for ``inputs``: a dict by input name (initializers listed as inputs may be
+        overridden), or a list feeding the inputs no initializer provides, in order (a list as
+        long as every declared input feeds them all)."""
         if isinstance(inputs, dict):
             pairs = [(t, inputs[name]) for name, t in self.inputs if name in inputs]
         else:
             values = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-            pairs = list(zip([t for _, t in self.inputs], values))
+            order = self.inputs if len(values) == len(self.inputs) > len(self.required) else self.required
+            if len(values) > len(order):
+                raise FeedError(f"{self.source}: {len(values)} inputs given; the model takes {len(self.required)} "
+                                f"({', '.join(name for name, _ in self.required)})")
+            pairs = list(zip([t for _, t in order], values))
         feeds = {t: to_gradreg(v, t.dtype) for t, v in pairs}
         fetched = self.session.run([t for _, t in self.outputs], feeds)
         values = [to_onnx(v, t.dtype) for (_, t), v in zip(self.outputs, fetched)]

@@ -23,14 +23,12 @@ from gradreg.model.dtypes import DType
 from gradreg.model.graph import Tensor
 from gradreg_plugins.onnx.nodes import (
     argument_attrs,
-    attribute_proto,
     dtype_of_element_type,
     element_dtype,
-    infer_node_types,
     onnx_element_type,
     tensor_dtype,
 )
-from gradreg_plugins.onnx.schemas import schema_for
+from gradreg_plugins.onnx.schemas import CAPTURED, schema_for
 
 __all__ = ["onnx_op", "const_like", "shape_of", "ints"]
 
@@ -59,7 +57,6 @@ def onnx_op(op_type: str, *inputs: Any, outputs: int | Sequence[bool] | None = N
         attrs[last.types_attr] = [dtypes.as_dtype(t) for t in output_types]
     flat = [t for t in tensors if t is not None]
     if schema.has_subgraphs:
-        from gradreg_plugins.onnx.schemas import CAPTURED
         flat += list(captured)
         attrs[f"T_{CAPTURED}"] = [tensor_dtype(t).base_dtype for t in captured]
     op = graph.create_op(full, flat, attrs, name=name or schema.name)
@@ -143,7 +140,10 @@ def _inferred_output_types(schema, attrs: dict, tensors: list, present: list) ->
             attrs[schema.outputs[0].type] = found.base_dtype
             return
     try:
+        # an optional dependency: without the onnx package, these types stay unknown
         from onnx import helper
+
+        from gradreg_plugins.onnx.protos import attribute_proto, infer_node_types
     except ImportError:
         return
     inputs = [f"in{i}" if t is not None else "" for i, t in enumerate(tensors)]
@@ -173,5 +173,8 @@ def ints(values: Sequence[int], like: Tensor, name: str = "ints") -> Tensor:
 
 
 def shape_of(x: Tensor) -> Tensor:
-    """``Shape(x)`` as an int64 vector."""
+    """``Shape(x)`` as an int64 vector: a Const when x's shape is fully known (as TensorFlow's
+    rules use the static shape), else a Shape node."""
+    if x.shape.is_fully_defined():
+        return ints([int(d) for d in x.shape.as_list() if d is not None], x, "shape")
     return onnx_op("Shape", x)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from gradreg import config, deadline
 from gradreg.errors import ExecutionError, IterationLimitError, describe_node
 from gradreg.runtime.functions import function_plan
 from gradreg_plugins.onnx import family
@@ -19,14 +20,15 @@ from gradreg_plugins.onnx.nodes import input_layout
 kernel = family.kernel
 
 
-def _body(op, ctx, attr: str) -> Callable[[list], tuple]:
-    """The compiled function of subgraph attr ``attr``, compiled when first called."""
+def _body(op, ctx, attr: str, repeated: bool = False) -> Callable[[list], tuple]:
+    """The compiled function of subgraph attr ``attr``, compiled when first called (``repeated``:
+    called once per iteration, see function_plan)."""
     name = op.get_attr(attr).name
     compiled: list = []
 
     def run(args: list) -> tuple:
         if not compiled:
-            compiled.append(function_plan(ctx, op.graph.library, name, {}, op))
+            compiled.append(function_plan(ctx, op.graph.library, name, {}, op, repeated=repeated))
         return compiled[0](args)
     return run
 
@@ -46,6 +48,8 @@ def _error(op, message: str) -> ExecutionError:
 
 
 def _truth(value: Any, op, what: str) -> bool:
+    if type(value) is np.bool_:     # what comparisons give: a loop's condition, each iteration
+        return bool(value)
     array = np.asarray(value)
     if array.size != 1:
         raise _error(op, f"{what} must hold one value, got shape {list(array.shape)}")
@@ -73,32 +77,56 @@ def _stacked(values: list, t) -> np.ndarray:
 
 @kernel("onnx::Loop")
 def _loop(op, ctx):
-    body = _body(op, ctx, "body")
+    body = _body(op, ctx, "body", repeated=True)
     layout, n_flat = _split(op)
     n_carried = len(op.get_attr("T_v_initial"))
     scan_outputs = op.outputs[n_carried:]
-    limit = ctx.loop_iteration_limit
+    limit = ctx.loop_iteration_limit or _NO_LIMIT
 
     def compute(*args):
         trip, cond = (None if i is None else args[i] for i in layout[:2])
         carried = [args[i] for i in layout[2:] if i is not None]
         captured = list(args[n_flat:])
-        trips = None if trip is None else int(np.asarray(trip).reshape(-1)[0])
+        trips = _NO_LIMIT if trip is None else int(np.asarray(trip).reshape(-1)[0])
         keep = True if cond is None else _truth(cond, op, "the loop condition")
         scans: list[list] = [[] for _ in scan_outputs]
+        clock = _Clock(ctx, op)
         i = 0
-        while keep and (trips is None or i < trips):
-            if limit is not None and i >= limit:
+        while keep and i < trips:
+            if i >= limit:
                 raise IterationLimitError(f"{describe_node(op.name, op.type)}: more than {limit} iterations "
-                                          f"(Session(loop_iteration_limit=...))", op.name, op.type)
-            outs = body([np.array(i, dtype=np.int64), np.array(keep), *carried, *captured])
+                                          f"(Session(loop_iteration_limit=...), "
+                                          f"{config.how_to_raise('max_loop_iterations')})", op.name, op.type)
+            clock.check(i)
+            # The iteration number and condition as NumPy scalars, as plans pass 0-d values.
+            outs = body([np.int64(i), np.bool_(keep), *carried, *captured])
             keep = _truth(outs[0], op, "the body's condition output")
-            carried = list(outs[1:1 + n_carried])
+            carried = outs[1:1 + n_carried]
             for values, v in zip(scans, outs[1 + n_carried:]):
                 values.append(v)
             i += 1
-        return _result(carried + [_stacked(v, t) for v, t in zip(scans, scan_outputs)])
+        return _result([*carried, *(_stacked(v, t) for v, t in zip(scans, scan_outputs))])
     return compute
+
+
+_NO_LIMIT = 1 << 63
+
+
+class _Clock:
+    """A loop's time limits (gradreg.deadline): its own budget and its run's deadline, from
+    the loop's start; ``check`` raises once either has passed."""
+
+    __slots__ = ("end", "ctx", "op")
+
+    def __init__(self, ctx, op):
+        self.end = deadline.loop_end(ctx.deadlines, ctx.loop_timeout)
+        self.ctx, self.op = ctx, op
+
+    def check(self, iterations: int) -> None:
+        if deadline.clock() > self.end:
+            ctx, op = self.ctx, self.op
+            raise deadline.loop_error(ctx.deadlines, ctx.loop_timeout, describe_node(op.name, op.type), iterations,
+                                      op.name, op.type)
 
 
 def _scan_attrs(op, n_scan_in: int, n_scan_out: int) -> tuple[list, list, list, list]:
@@ -111,7 +139,7 @@ def _scan_attrs(op, n_scan_in: int, n_scan_out: int) -> tuple[list, list, list, 
 
 @kernel("onnx::Scan")
 def _scan(op, ctx):
-    body = _body(op, ctx, "body")
+    body = _body(op, ctx, "body", repeated=True)
     _, n_flat = _split(op)
     n_scan_in = op.get_attr("num_scan_inputs")
     n_state = n_flat - n_scan_in
@@ -126,7 +154,9 @@ def _scan(op, ctx):
             raise _error(op, f"the scanned inputs have different lengths {sorted(lengths)}")
         length = lengths.pop()
         ys: list[list] = [[] for _ in range(n_scan_out)]
+        clock = _Clock(ctx, op)
         for t in range(length):
+            clock.check(t)
             elements = [x[length - 1 - t] if d else x[t] for x, d in zip(xs, in_dirs)]
             outs = body(states + elements + captured)
             states = list(outs[:n_state])
@@ -142,7 +172,7 @@ def _scan(op, ctx):
 
 @kernel("onnx::SequenceMap")
 def _sequence_map(op, ctx):
-    body = _body(op, ctx, "body")
+    body = _body(op, ctx, "body", repeated=True)
     _, n_flat = _split(op)
     n_out = len(op.outputs)
 
@@ -153,7 +183,9 @@ def _sequence_map(op, ctx):
             if isinstance(s, list) and len(s) != length:
                 raise _error(op, f"the sequences have different lengths ({length} and {len(s)})")
         results: list[list] = [[] for _ in range(n_out)]
+        clock = _Clock(ctx, op)
         for i in range(length):
+            clock.check(i)
             outs = body([s[i] if isinstance(s, list) else s for s in inputs] + captured)
             for values, v in zip(results, outs):
                 values.append(np.asarray(v))

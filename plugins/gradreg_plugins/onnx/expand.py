@@ -11,9 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import onnx
+import onnx.defs
+
 from gradreg.errors import GradientError, describe_node
 from gradreg.model.graph import Operation, Tensor
-from gradreg_plugins.onnx.nodes import attribute_proto, attribute_values, node_proto, schema_of, type_proto
+from gradreg_plugins.onnx.importer import Importer, bind_attributes
+from gradreg_plugins.onnx.nodes import attribute_values, onnx_inputs, schema_of
+from gradreg_plugins.onnx.opset import converted_function
+from gradreg_plugins.onnx.protos import attribute_proto, node_proto, type_proto
 from gradreg_plugins.onnx.schemas import OPSET_VERSIONS
 
 __all__ = ["expand_function", "function_body", "has_function_body"]
@@ -28,11 +34,6 @@ def function_body(op: Operation, inputs: Sequence[Tensor | None] | None = None) 
     """The op's FunctionProto at the family's opset, for its attributes and (context-dependent
     bodies) the types of ``inputs`` (default: its own, by ONNX position). GradientError if it
     has none."""
-    import onnx
-    import onnx.defs
-
-    from gradreg_plugins.onnx.format import converted_function
-    from gradreg_plugins.onnx.nodes import onnx_inputs
     schema = schema_of(op)
     where = describe_node(op.name, op.type)
     version = OPSET_VERSIONS[schema.domain]
@@ -53,28 +54,12 @@ def function_body(op: Operation, inputs: Sequence[Tensor | None] | None = None) 
         body = onnx.FunctionProto.FromString(built)
     else:
         raise GradientError(f"{where}: the op's ONNX schema defines no function body")
-    return converted_function(_defined_outputs_only(onnx, body), OPSET_VERSIONS[""], where)
-
-
-def _defined_outputs_only(onnx: Any, body: Any) -> Any:
-    """The body with the outputs its nodes do not compute (the node's absent optional outputs)
-    renamed to nothing, for onnx's version converter, which refuses undefined outputs."""
-    made = {name for node in body.node for name in node.output} | set(body.input)
-    if all(name in made for name in body.output):
-        return body
-    copy = onnx.FunctionProto()
-    copy.CopyFrom(body)
-    del copy.output[:]
-    copy.output.extend(name if name in made else "" for name in body.output)
-    return copy
+    return converted_function(body, OPSET_VERSIONS[""], where)
 
 
 def expand_function(op: Operation, inputs: Sequence[Tensor | None]) -> list[Tensor | None]:
     """Build the op's function body in its graph on ``inputs`` (by ONNX input position, None for
     an absent one); returns the body's outputs by ONNX output position."""
-    import onnx
-
-    from gradreg_plugins.onnx.importer import Importer, bind_attributes
     body = function_body(op, inputs)
     where = f"the function body of {describe_node(op.name, op.type)}"
     schema = schema_of(op)
@@ -94,12 +79,12 @@ def expand_function(op: Operation, inputs: Sequence[Tensor | None]) -> list[Tens
     with op.graph.as_default(), op.graph.name_scope(op.name.split("/")[-1] + "_body"):
         for node in body.node:
             if absent & set(node.input):
-                node = _without(onnx, node, absent)
+                node = _without(node, absent)
             importer.convert_node(bind_attributes(node, attrs, where), scope)
     return [scope.values.get(name) for name in body.output]
 
 
-def _without(onnx: Any, node: Any, absent: set[str]) -> Any:
+def _without(node: Any, absent: set[str]) -> Any:
     """A copy of ``node`` whose inputs naming an absent formal input are empty (ONNX's "not given")."""
     copy = onnx.NodeProto()
     copy.CopyFrom(node)

@@ -3,35 +3,37 @@
 The ops the outputs need are written in order: ``onnx::`` ops as the nodes they stand for,
 Placeholders as graph inputs, Consts as initializers (Constant nodes inside subgraphs and
 functions), calls of library functions as calls of model-local functions, and the
-TensorFlow ops in :data:`TF_OPS` (those ``gradients()`` adds, and a core set for converting
-GraphDefs) as equivalent ONNX nodes. Subgraph attributes are rebuilt from their library
+TensorFlow ops in :data:`gradreg_plugins.onnx.tf_ops.TF_OPS` (those ``gradients()`` adds, and
+a core set for converting GraphDefs) as equivalent ONNX nodes. Subgraph attributes are rebuilt from their library
 functions, their captured inputs referring to the enclosing graph's values by name.
 Value names: a loaded model's own names where the graph still has them (aliases), else the
 tensor names (``op:1``); every name is unique in the whole model.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
+import onnx.checker
+import onnx.shape_inference
+from onnx import helper, numpy_helper
 
+from gradreg.autodiff.provenance import rule_origins
 from gradreg.build.functions import FunctionGraph, function_graph
 from gradreg.errors import GraphError, describe_node
-from gradreg.model import dtypes
 from gradreg.model.graph import Graph, Operation, Tensor
 from gradreg.model.shape_inference import constant_value
 from gradreg.model.traversal import needed_ops, topological_order
-from gradreg_plugins.onnx.nodes import (
-    captured_inputs,
-    element_dtype,
-    node_proto,
-    onnx_element_type,
-    tensor_dtype,
-    to_onnx_array,
-    type_proto,
-)
+from gradreg_plugins.onnx.compact import compact
+from gradreg_plugins.onnx.importer import NODE_NAME_ATTR, model_info
+from gradreg_plugins.onnx.nodes import captured_inputs, to_onnx_array, upsample_as_resize
+from gradreg_plugins.onnx.opset import first_lines, to_opset
+from gradreg_plugins.onnx.protos import node_proto, type_proto
 from gradreg_plugins.onnx.schemas import IR_VERSION, OPSET_VERSIONS, schema_for, split_op_type
+from gradreg_plugins.onnx.tf_ops import TF_OPS
 
 _NOT_OUTPUTS = frozenset({"Const", "Placeholder", "PlaceholderWithDefault", "NoOp"})
 
@@ -40,7 +42,6 @@ def output_pairs(graph: Graph, outputs: Any) -> list[tuple[str, Tensor]]:
     """(ONNX output name, tensor) for ``outputs``: a mapping, a sequence of tensors or names,
     or None (a loaded model's outputs, else every tensor nothing consumes)."""
     if outputs is None:
-        from gradreg_plugins.onnx.format import model_info
         info = model_info(graph)
         if info is not None:
             return list(info.outputs)
@@ -77,7 +78,7 @@ class _Names:
         return name
 
 
-class _Emitter:
+class Emitter:
     """The nodes, initializers and value names of one ONNX graph (or function body) being written."""
 
     def __init__(self, exporter: Exporter, graph: Graph, main: bool, prefix: str):
@@ -104,15 +105,17 @@ class _Emitter:
             self.names[t] = name
         return name
 
+    def output_name(self, t: Tensor) -> str:
+        """A new name for op output ``t`` (after its op's name)."""
+        return self.new_name(t, _hint(t))
+
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], name: str = "", domain: str = "",
              **attrs: Any) -> None:
-        from onnx import helper
         self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name or None,
                                            domain=domain or None, **attrs))
 
     def constant(self, value: np.ndarray, hint: str = "const", dtype=None) -> str:
         """A constant value: an initializer of the main graph, a Constant node elsewhere."""
-        from onnx import helper, numpy_helper
         name = self.exporter.names.fresh(self.prefix + hint)
         tensor = numpy_helper.from_array(_onnx_array(value, dtype), name)
         if self.main:
@@ -134,7 +137,6 @@ class Exporter:
     """Writes one model: its graphs, subgraphs and model-local functions."""
 
     def __init__(self, graph: Graph):
-        from gradreg_plugins.onnx.format import model_info
         self.graph = graph
         self.info = model_info(graph)
         self.names = _Names()
@@ -142,11 +144,11 @@ class Exporter:
         self.domains: set[str] = {""}
         self.reserved: dict[Tensor, str] = {}   # computed main-graph outputs -> their output names
         self.aliases: dict[Tensor, str] = {}
+        self.model_constants: set[str] = set()   # a loaded model's initializers, by their names
         for alias, t in graph.tensor_aliases().items():
             self.aliases.setdefault(t, alias)
 
     def model(self, outputs: list[tuple[str, Tensor]]):
-        from onnx import helper
         graph_proto = self.main_graph(outputs)
         opsets = [helper.make_opsetid(d, OPSET_VERSIONS.get(d, 1)) for d in sorted(self.domains)]
         model = helper.make_model(graph_proto, opset_imports=opsets, producer_name="gradreg",
@@ -160,8 +162,7 @@ class Exporter:
 
     # -- the main graph -------------------------------------------------------------------------------
     def main_graph(self, outputs: list[tuple[str, Tensor]]):
-        from onnx import helper
-        em = _Emitter(self, self.graph, True, "")
+        em = Emitter(self, self.graph, True, "")
         for name, t in outputs:
             if name in self.names.used:
                 raise GraphError(f"two outputs are named '{name}'")
@@ -182,9 +183,8 @@ class Exporter:
     def _ordered(ops: list[Operation]) -> list[Operation]:
         return topological_order(ops, "export")
 
-    def _declare_inputs(self, em: _Emitter, ops: list[Operation]) -> None:
+    def _declare_inputs(self, em: Emitter, ops: list[Operation]) -> None:
         """Graph inputs: the loaded model's inputs (in order, used or not), then other Placeholders."""
-        from onnx import helper
         placeholders = [op for op in ops if op.type == "Placeholder"]
         ordered = []
         if self.info is not None:
@@ -196,7 +196,6 @@ class Exporter:
             em.inputs.append(helper.make_value_info(name, self._value_type(name, t)))
 
     def _value_type(self, name: str, t: Tensor):
-        import onnx
         if self.info is not None and name in self.info.value_types:
             return onnx.TypeProto.FromString(self.info.value_types[name])
         if t.dtype is None or t.dtype.kind == "v":
@@ -204,8 +203,7 @@ class Exporter:
                              f"does not know")
         return type_proto(t.dtype, t.shape)
 
-    def _graph_output(self, em: _Emitter, name: str, t: Tensor):
-        from onnx import helper
+    def _graph_output(self, em: Emitter, name: str, t: Tensor):
         current = em.name_of(t)
         if current != name:
             em.node("Identity", [current], [name])
@@ -217,7 +215,7 @@ class Exporter:
             helper.make_empty_tensor_value_info(name)
 
     # -- ops --------------------------------------------------------------------------------------------
-    def emit_op(self, em: _Emitter, op: Operation) -> None:
+    def emit_op(self, em: Emitter, op: Operation) -> None:
         if all(t in em.names for t in op.outputs) and op.outputs:
             return   # an input (or a subgraph's argument)
         if op.type == "Const":
@@ -230,23 +228,24 @@ class Exporter:
         elif schema_for(op.type) is not None:
             self._onnx_node(em, op)
         elif op.definition is not None and op.definition.plugin == "function library":
-            self._function_call(em, op)
+            self.function_call(em, op)
         elif op.type in TF_OPS:
             TF_OPS[op.type](em, op)
         else:
             raise GraphError(f"{describe_node(op.name, op.type)} has no ONNX equivalent (gradreg writes onnx:: "
                              f"ops, library functions and the TensorFlow ops in "
-                             f"gradreg_plugins.onnx.exporter.TF_OPS)")
+                             f"gradreg_plugins.onnx.tf_ops.TF_OPS)")
 
-    def _const(self, em: _Emitter, op: Operation) -> None:
+    def _const(self, em: Emitter, op: Operation) -> None:
         t = op.outputs[0]
         value = op.get_attr("value")
         hint = self.aliases.get(t, op.name)
         em.names[t] = em.constant(value, hint, op.get_attr("dtype"))
+        if t in self.aliases:
+            self.model_constants.add(em.names[t])
 
-    def _placeholder_with_default(self, em: _Emitter, op: Operation) -> None:
+    def _placeholder_with_default(self, em: Emitter, op: Operation) -> None:
         """An input with a default: in the main graph, an input and an initializer of one name."""
-        from onnx import helper, numpy_helper
         t = op.outputs[0]
         default = op.inputs[0]
         value = constant_value(default) if default.op.type == "Const" else None
@@ -257,8 +256,7 @@ class Exporter:
         em.initializers.append(numpy_helper.from_array(_onnx_array(value, t.dtype), name))
         em.inputs.append(helper.make_value_info(name, type_proto(t.dtype, t.shape)))
 
-    def _onnx_node(self, em: _Emitter, op: Operation) -> None:
-        from gradreg_plugins.onnx.importer import NODE_NAME_ATTR
+    def _onnx_node(self, em: Emitter, op: Operation) -> None:
         domain, _ = split_op_type(op.type)
         self.domains.add(domain)
         inputs = [em.name_of(t) for t in op.inputs]
@@ -269,7 +267,7 @@ class Exporter:
                           graph_for=lambda func: self.subgraph(func.name, captured))
         em.nodes.append(_current_form(node))
 
-    def _function_call(self, em: _Emitter, op: Operation, function: str | None = None) -> None:
+    def function_call(self, em: Emitter, op: Operation, function: str | None = None) -> None:
         """A call of library function ``function`` (default: the op's type) as a model-local function."""
         function = function or op.type
         domain, name = split_op_type(function)
@@ -285,9 +283,8 @@ class Exporter:
     def subgraph(self, function: str, captured: list[str]):
         """The GraphProto of library function ``function`` used as a subgraph whose last
         ``len(captured)`` arguments are the enclosing graph's values ``captured``."""
-        from onnx import helper
         body = function_graph(self.graph.library, function, {}, f"subgraph '{function}'")
-        em = _Emitter(self, body, False, f"{function}/")
+        em = Emitter(self, body, False, f"{function}/")
         formal = body.inputs[:len(body.inputs) - len(captured)]
         for t, outer in zip(body.inputs[len(formal):], captured):
             em.names[t] = outer
@@ -304,7 +301,6 @@ class Exporter:
         return helper.make_graph(em.nodes, function.replace("/", "_"), inputs, outputs)
 
     def _body_type(self, function: str, kind: str, index: int, t: Tensor):
-        import onnx
         if self.info is not None:
             recorded = self.info.function_types.get(function, {}).get(kind, [])
             if index < len(recorded) and recorded[index]:
@@ -313,16 +309,15 @@ class Exporter:
             return onnx.TypeProto()
         return type_proto(t.dtype, t.shape)
 
-    def _emit_body(self, em: _Emitter, body: FunctionGraph) -> None:
+    def _emit_body(self, em: Emitter, body: FunctionGraph) -> None:
         ops = self._ordered(needed_ops([t.op for t in body.outputs], set(em.names)))
         for op in ops:
             self.emit_op(em, op)
 
     def function_proto(self, function: str, domain: str, name: str):
         """A model-local FunctionProto of library function ``function``."""
-        from onnx import helper
         body = function_graph(self.graph.library, function, {}, f"function '{function}'")
-        em = _Emitter(self, body, False, f"{function}/")
+        em = Emitter(self, body, False, f"{function}/")
         inputs = [em.new_name(t, f"in_{i}") for i, t in enumerate(body.inputs)]
         self._emit_body(em, body)
         outputs = []
@@ -336,14 +331,12 @@ class Exporter:
 def _current_form(node):
     """A node of an op deprecated at the family's opset (which the checker refuses) as the op that
     replaced it: Scatter is ScatterElements, Upsample a Resize (asymmetric coordinates, floor)."""
-    from onnx import helper
     if node.domain not in ("", "ai.onnx") or node.op_type not in ("Scatter", "Upsample"):
         return node
     if node.op_type == "Scatter":
         replaced = helper.make_node("ScatterElements", list(node.input), list(node.output), name=node.name)
         replaced.attribute.extend(node.attribute)
         return replaced
-    from gradreg_plugins.onnx.grads.sampling import upsample_as_resize
     mode = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "mode"), b"nearest")
     return helper.make_node("Resize", [node.input[0], "", node.input[1]], list(node.output), name=node.name,
                             **upsample_as_resize(mode.decode() if isinstance(mode, bytes) else mode))
@@ -364,19 +357,40 @@ def _hint(t: Tensor) -> str:
     return t.op.name if t.value_index == 0 else f"{t.op.name}:{t.value_index}"
 
 
-def export_model(graph: Graph, outputs: Any = None, opset: int | None = None):
+# The model's metadata key listing the gradient rules that made its nodes (JSON: rule -> node count).
+RULES_METADATA = "gradreg.gradient_rules"
+
+
+def graph_to_model(graph: Graph, outputs: Sequence[Tensor] | Mapping[str, Tensor] | None = None, *,
+                   opset: int | None = None, check: bool = True) -> onnx.ModelProto:
+    """A ModelProto computing ``outputs`` (tensors, or ONNX output name -> tensor; default: the
+    loaded model's outputs, else the tensors nothing consumes) from the graph's Placeholders,
+    at ai.onnx ``opset`` (default: the family's), checked by onnx's full checker."""
+    model = export_model(graph, outputs, opset=opset)
+    origins = rule_origins(needed_ops([t.op for _, t in output_pairs(graph, outputs)], set()))
+    if origins:   # the gradient rules that made the written nodes (gradreg.autodiff.provenance)
+        entry = model.metadata_props.add()
+        entry.key, entry.value = RULES_METADATA, json.dumps({str(o): len(nodes) for o, nodes in origins.items()})
+    if check:
+        try:
+            onnx.checker.check_model(model, full_check=True)
+        except Exception as exc:
+            raise GraphError(f"the ONNX model written from the graph fails onnx's checker: {first_lines(exc)}") \
+                from None
+    return model
+
+
+def export_model(graph: Graph, outputs: Any = None, opset: int | None = None) -> onnx.ModelProto:
     """The ModelProto of ``graph`` (see the module docstring); ``opset`` converts it down."""
     pairs = output_pairs(graph, outputs)
     if not pairs:
         raise GraphError("the graph has no outputs to write")
-    model = Exporter(graph).model(pairs)
+    exporter = Exporter(graph)
+    model = exporter.model(pairs)
     _fill_shapes(model)
-    if opset is not None and opset != OPSET_VERSIONS[""]:
-        import onnx.version_converter
-        try:
-            model = onnx.version_converter.convert_version(model, opset)
-        except Exception as exc:
-            raise GraphError(f"cannot convert the written model to opset {opset}: {exc}") from None
+    if opset is not None:
+        model = to_opset(model, opset)
+    compact(model, keep=exporter.model_constants)
     return model
 
 
@@ -391,7 +405,6 @@ def _graphs(graph_proto):
 def _fill_shapes(model) -> None:
     """Inputs and outputs of unknown rank get their types from onnx's shape inference (the checker
     wants a shape on each); a graph input whose rank nothing tells is a GraphError naming it."""
-    import onnx.shape_inference
     missing = [v for g in _graphs(model.graph) for v in list(g.input) + list(g.output)
                if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape")]
     if not missing:
@@ -414,249 +427,3 @@ def _fill_shapes(model) -> None:
         elif any(v is o for o in model.graph.output):
             raise GraphError(f"graph output '{v.name}' has no known rank (ONNX wants one on every output); give its "
                              f"tensor a static rank (set_shape) to write it as ONNX")
-
-
-# -- TensorFlow ops ------------------------------------------------------------------------------------
-
-def _out(em: _Emitter, op: Operation, i: int = 0) -> str:
-    return em.new_name(op.outputs[i], _hint(op.outputs[i]))
-
-
-def _ins(em: _Emitter, op: Operation) -> list[str]:
-    return [em.name_of(t) for t in op.inputs]
-
-
-def _same(onnx_type: str) -> Callable[[_Emitter, Operation], None]:
-    """A TensorFlow op whose inputs and output match ONNX op ``onnx_type`` one to one."""
-    def emit(em: _Emitter, op: Operation) -> None:
-        em.node(onnx_type, _ins(em, op), [_out(em, op)], name=op.name)
-    return emit
-
-
-def _constant_input(op: Operation, index: int) -> np.ndarray:
-    value = constant_value(op.inputs[index])
-    if value is None:
-        raise GraphError(f"{describe_node(op.name, op.type)}: input {index} must be a constant to be written "
-                         f"as ONNX")
-    return np.asarray(value)
-
-
-def _as_int64(em: _Emitter, name: str, t: Tensor) -> str:
-    if tensor_dtype(t).base_dtype is dtypes.int64:
-        return name
-    cast = em.new_name(None, name + "_int64")
-    em.node("Cast", [name], [cast], to=onnx_element_type(dtypes.int64))
-    return cast
-
-
-def _identity_n(em: _Emitter, op: Operation) -> None:
-    for i, t in enumerate(op.inputs):
-        em.node("Identity", [em.name_of(t)], [_out(em, op, i)], name=f"{op.name}_{i}")
-
-
-def _add_n(em: _Emitter, op: Operation) -> None:
-    if op.outputs[0].dtype is dtypes.variant:   # gradients of a sequence with several consumers
-        _add_sequences(em, op)
-        return
-    em.node("Sum" if len(op.inputs) > 1 else "Identity", _ins(em, op), [_out(em, op)], name=op.name)
-
-
-def _add_sequences(em: _Emitter, op: Operation) -> None:
-    """Elementwise sums of sequences: SequenceMap of Add, one pair at a time."""
-    from onnx import helper
-    element = element_dtype(op.inputs[0])
-    if element is None:
-        raise GraphError(f"{describe_node(op.name, op.type)}: the element type of the sequences it adds is not known")
-    code = onnx_element_type(element)
-    body = helper.make_graph([helper.make_node("Add", ["a", "b"], ["c"])], "add_elements",
-                             [helper.make_tensor_value_info(n, code, None) for n in ("a", "b")],
-                             [helper.make_tensor_value_info("c", code, None)])
-    names = _ins(em, op)
-    total = names[0]
-    for i, name in enumerate(names[1:]):
-        out = _out(em, op) if i == len(names) - 2 else em.new_name(None, f"{op.name}/partial")
-        em.node("SequenceMap", [total, name], [out], name=f"{op.name}_{i}", body=body)
-        total = out
-
-
-def _filled_like(fill: int) -> Callable[[_Emitter, Operation], None]:
-    def emit(em: _Emitter, op: Operation) -> None:
-        from onnx import helper
-        shape = em.new_name(None, op.name + "/shape")
-        em.node("Shape", [em.name_of(op.inputs[0])], [shape])
-        value = helper.make_tensor("value", onnx_element_type(tensor_dtype(op.outputs[0])), [1], [fill])
-        em.node("ConstantOfShape", [shape], [_out(em, op)], name=op.name, value=value)
-    return emit
-
-
-def _fill(em: _Emitter, op: Operation) -> None:
-    dims, value = _ins(em, op)
-    em.node("Expand", [value, _as_int64(em, dims, op.inputs[0])], [_out(em, op)], name=op.name)
-
-
-def _shape(em: _Emitter, op: Operation) -> None:
-    out = op.outputs[0]
-    if tensor_dtype(out).base_dtype is dtypes.int64:
-        em.node("Shape", _ins(em, op), [_out(em, op)], name=op.name)
-        return
-    raw = em.new_name(None, op.name + "/int64")
-    em.node("Shape", _ins(em, op), [raw], name=op.name)
-    em.node("Cast", [raw], [_out(em, op)], to=onnx_element_type(tensor_dtype(out)))
-
-
-def _cast(em: _Emitter, op: Operation) -> None:
-    em.node("Cast", _ins(em, op), [_out(em, op)], name=op.name, to=onnx_element_type(tensor_dtype(op.outputs[0])))
-
-
-def _transposed(em: _Emitter, name: str, t: Tensor, last_two: bool) -> str:
-    rank = t.shape.rank
-    if rank is None:
-        raise GraphError(f"{t.name}: transposing it for ONNX needs its rank")
-    perm = list(range(rank))
-    perm[-2:] = perm[-2:][::-1]
-    out = em.new_name(None, name + "_T")
-    em.node("Transpose", [name], [out], perm=perm)
-    return out
-
-
-def _matmul(em: _Emitter, op: Operation) -> None:
-    a, b = _ins(em, op)
-    flags = ("transpose_a", "transpose_b") if op.type == "MatMul" else ("adj_x", "adj_y")
-    if op.get_attr(flags[0]):
-        a = _transposed(em, a, op.inputs[0], True)
-    if op.get_attr(flags[1]):
-        b = _transposed(em, b, op.inputs[1], True)
-    em.node("MatMul", [a, b], [_out(em, op)], name=op.name)
-
-
-def _reshape(em: _Emitter, op: Operation) -> None:
-    x, shape = _ins(em, op)
-    em.node("Reshape", [x, _as_int64(em, shape, op.inputs[1])], [_out(em, op)], name=op.name)
-
-
-def _transpose(em: _Emitter, op: Operation) -> None:
-    perm = [int(p) for p in _constant_input(op, 1).reshape(-1)]
-    em.node("Transpose", [em.name_of(op.inputs[0])], [_out(em, op)], name=op.name, perm=perm)
-
-
-def _reduction(onnx_type: str) -> Callable[[_Emitter, Operation], None]:
-    def emit(em: _Emitter, op: Operation) -> None:
-        x, axes = _ins(em, op)
-        axes64 = _as_int64(em, axes, op.inputs[1])
-        if op.inputs[1].shape.rank == 0:
-            flat = em.new_name(None, axes64 + "_1d")
-            em.node("Reshape", [axes64, em.constant(np.array([-1], np.int64), "minus_one")], [flat])
-            axes64 = flat
-        em.node(onnx_type, [x, axes64], [_out(em, op)], name=op.name, keepdims=int(op.get_attr("keep_dims")))
-    return emit
-
-
-def _expand_dims(em: _Emitter, op: Operation) -> None:
-    axis = [int(a) for a in _constant_input(op, 1).reshape(-1)]
-    em.node("Unsqueeze", [em.name_of(op.inputs[0]), em.constant(np.array(axis, np.int64), "axes")], [_out(em, op)],
-            name=op.name)
-
-
-def _squeeze(em: _Emitter, op: Operation) -> None:
-    axes = [int(a) for a in op.get_attr("squeeze_dims")]
-    inputs = [em.name_of(op.inputs[0])] + ([em.constant(np.array(axes, np.int64), "axes")] if axes else [])
-    em.node("Squeeze", inputs, [_out(em, op)], name=op.name)
-
-
-def _concat(em: _Emitter, op: Operation) -> None:
-    axis = int(_constant_input(op, len(op.inputs) - 1))
-    em.node("Concat", [em.name_of(t) for t in op.inputs[:-1]], [_out(em, op)], name=op.name, axis=axis)
-
-
-def _square(em: _Emitter, op: Operation) -> None:
-    x = em.name_of(op.inputs[0])
-    em.node("Mul", [x, x], [_out(em, op)], name=op.name)
-
-
-def _softmax(onnx_type: str) -> Callable[[_Emitter, Operation], None]:
-    def emit(em: _Emitter, op: Operation) -> None:
-        em.node(onnx_type, _ins(em, op), [_out(em, op)], name=op.name, axis=-1)
-    return emit
-
-
-def _bias_add(em: _Emitter, op: Operation) -> None:
-    if op.has_attr("data_format") and op.get_attr("data_format") not in (b"NHWC", b"N...C"):
-        raise GraphError(f"{describe_node(op.name, op.type)}: only NHWC BiasAdd maps to ONNX")
-    em.node("Add", _ins(em, op), [_out(em, op)], name=op.name)
-
-
-def _pack(em: _Emitter, op: Operation) -> None:
-    axis = op.get_attr("axis")
-    axes = em.constant(np.array([axis], np.int64), "axis")
-    parts = []
-    for t in op.inputs:
-        parts.append(em.new_name(None, op.name + "/unsqueezed"))
-        em.node("Unsqueeze", [em.name_of(t), axes], [parts[-1]])
-    em.node("Concat", parts, [_out(em, op)], name=op.name, axis=axis)
-
-
-def _slice(em: _Emitter, op: Operation) -> None:
-    """TensorFlow's Slice(input, begin, size), size -1 meaning "to the end", as ONNX's Slice."""
-    x, begin, size = _ins(em, op)
-    begin64, size64 = _as_int64(em, begin, op.inputs[1]), _as_int64(em, size, op.inputs[2])
-    stop = em.new_name(None, op.name + "/stop")
-    em.node("Add", [begin64, size64], [stop])
-    ends = em.new_name(None, op.name + "/ends")
-    to_end = em.new_name(None, op.name + "/to_end")
-    em.node("Equal", [size64, em.constant(np.array(-1, np.int64), "minus_one")], [to_end])
-    em.node("Where", [to_end, em.constant(np.array(np.iinfo(np.int64).max, np.int64), "end"), stop], [ends])
-    em.node("Slice", [x, begin64, ends], [_out(em, op)], name=op.name)
-
-
-def _softmax_cross_entropy(em: _Emitter, op: Operation) -> None:
-    """loss = -sum(labels * log_softmax(logits)) per row; backprop = softmax(logits) - labels."""
-    logits, labels = _ins(em, op)
-    log_probs = em.new_name(None, op.name + "/log_probs")
-    em.node("LogSoftmax", [logits], [log_probs], axis=-1)
-    weighted = em.new_name(None, op.name + "/weighted")
-    em.node("Mul", [labels, log_probs], [weighted])
-    total = em.new_name(None, op.name + "/total")
-    em.node("ReduceSum", [weighted, em.constant(np.array([-1], np.int64), "last")], [total], keepdims=0)
-    em.node("Neg", [total], [_out(em, op, 0)], name=op.name)
-    probs = em.new_name(None, op.name + "/probs")
-    em.node("Softmax", [logits], [probs], axis=-1)
-    em.node("Sub", [probs, labels], [_out(em, op, 1)])
-
-
-def _symbolic_gradient(em: _Emitter, op: Operation) -> None:
-    """The gradient of a library-function call (a model-local function's): a call of the function's
-    gradient function (its inputs, then one gradient per output), added to the library once."""
-    from gradreg.autodiff.function_gradients import ensure_symbolic_gradient_function
-    from gradreg.build.functions import call_attrs_of
-    func = op.get_attr("f")
-    name = ensure_symbolic_gradient_function(em.graph.library, func.name, call_attrs_of(op, "f"),
-                                             f"node '{op.name}'")
-    em.exporter._function_call(em, op, name)
-
-
-def _skip(em: _Emitter, op: Operation) -> None:
-    """Ops with no outputs (NoOp): ONNX has no control edges, so nothing is written."""
-
-
-# TensorFlow op type -> writer of its ONNX equivalent.
-TF_OPS: dict[str, Callable[[_Emitter, Operation], None]] = {
-    "Identity": _same("Identity"), "StopGradient": _same("Identity"), "Snapshot": _same("Identity"),
-    "PreventGradient": _same("Identity"), "IdentityN": _identity_n, "NoOp": _skip,
-    "AddN": _add_n, "ZerosLike": _filled_like(0), "OnesLike": _filled_like(1), "Fill": _fill,
-    "Shape": _shape, "Cast": _cast,
-    "AddV2": _same("Add"), "Add": _same("Add"), "Sub": _same("Sub"), "Mul": _same("Mul"),
-    "RealDiv": _same("Div"), "Neg": _same("Neg"), "Abs": _same("Abs"), "Exp": _same("Exp"), "Log": _same("Log"),
-    "Sqrt": _same("Sqrt"), "Tanh": _same("Tanh"), "Sigmoid": _same("Sigmoid"), "Relu": _same("Relu"),
-    "Reciprocal": _same("Reciprocal"), "Pow": _same("Pow"), "Maximum": _same("Max"), "Minimum": _same("Min"),
-    "Square": _square, "Sin": _same("Sin"), "Cos": _same("Cos"), "Erf": _same("Erf"), "Floor": _same("Floor"),
-    "Less": _same("Less"), "Greater": _same("Greater"), "Equal": _same("Equal"),
-    "LessEqual": _same("LessOrEqual"), "GreaterEqual": _same("GreaterOrEqual"), "LogicalNot": _same("Not"),
-    "LogicalAnd": _same("And"), "LogicalOr": _same("Or"), "SelectV2": _same("Where"),
-    "MatMul": _matmul, "BatchMatMulV2": _matmul, "Reshape": _reshape, "Transpose": _transpose,
-    "Sum": _reduction("ReduceSum"), "Mean": _reduction("ReduceMean"), "Max": _reduction("ReduceMax"),
-    "Min": _reduction("ReduceMin"), "Prod": _reduction("ReduceProd"),
-    "ExpandDims": _expand_dims, "Squeeze": _squeeze, "ConcatV2": _concat,
-    "Softmax": _softmax("Softmax"), "LogSoftmax": _softmax("LogSoftmax"), "BiasAdd": _bias_add,
-    "Pack": _pack, "Slice": _slice, "SoftmaxCrossEntropyWithLogits": _softmax_cross_entropy,
-    "SymbolicGradient": _symbolic_gradient,
-}

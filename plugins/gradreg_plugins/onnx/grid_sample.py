@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from gradreg_plugins.onnx.nodes import input_layout
+
 CUBIC_A = -0.75
 
 
@@ -208,7 +210,6 @@ def deform_conv_kernel(op: Any, ctx: Any) -> Any:
     arrays = NumpyArrays()
 
     def compute(*args: Any) -> np.ndarray:
-        from gradreg_plugins.onnx.nodes import input_layout
         layout = input_layout(op) + [None, None]
         x, w, offset = args[0], args[1], args[2]
         b = args[layout[3]] if layout[3] is not None else None

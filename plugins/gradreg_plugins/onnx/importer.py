@@ -1,4 +1,5 @@
-"""ONNX ModelProto -> gradreg Graph (used by :mod:`gradreg_plugins.onnx.format`).
+"""ONNX ModelProto -> gradreg Graph (used by :mod:`gradreg_plugins.onnx.format`; needs the onnx
+package).
 
 The model has been checked and brought to the onnx family's opset; onnx's shape inference
 has typed its values. Then:
@@ -18,30 +19,34 @@ has typed its values. Then:
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import onnx
+import onnx.shape_inference
+from onnx import helper, numpy_helper
 
 from gradreg.build.builders import apply_op
 from gradreg.build.functions import FunctionGraph
-from gradreg.errors import GradregError, GraphError, UnknownOpError, describe_node
+from gradreg.errors import GradregError, GraphError, GraphFileError, UnknownOpError, describe_node
 from gradreg.model import dtypes, tensor_util
 from gradreg.model.dtypes import DType
 from gradreg.model.graph import Graph, Tensor
 from gradreg.model.shapes import TensorShape
-from gradreg_plugins.onnx.nodes import (
-    argument_attrs,
-    dtype_of_type,
-    infer_node_types,
-    tensor_dtype,
-)
+from gradreg.progress import task
+from gradreg_plugins.onnx.external_data import load_external_data
+from gradreg_plugins.onnx.nodes import argument_attrs, dtype_of_type, tensor_dtype
+from gradreg_plugins.onnx.opset import first_lines, to_family_opset
+from gradreg_plugins.onnx.protos import infer_node_types
 from gradreg_plugins.onnx.schemas import CAPTURED, OPSET_VERSIONS, op_type_for, schema_for
 from gradreg_plugins.onnx.shapes import IMPORTING, shape_of_type
 from gradreg_plugins.onnx.subgraphs import function_def, unique_function_name
 
 MODEL_INFO = "onnx.model"        # key of Graph.resources holding the OnnxModelInfo
+_log = "onnx"   # the logger gradreg.onnx (gradreg.progress)
 NODE_NAME_ATTR = "_onnx_node_name"   # the ONNX node's name, when it differs from the op's
 _INVALID = re.compile(r"[^A-Za-z0-9_./-]")
 
@@ -58,7 +63,10 @@ class OnnxModelInfo:
     graph_name: str = ""
     doc_string: str = ""
     metadata_props: dict[str, str] = field(default_factory=dict)
-    inputs: list[tuple[str, Tensor]] = field(default_factory=list)    # graph inputs (not initializers)
+    inputs: list[tuple[str, Tensor]] = field(default_factory=list)    # graph inputs, in order
+    # graph inputs an initializer of the same name gives a default (IR < 4 models list every
+    # initializer among the inputs): fed only by name, never by position
+    defaulted: set[str] = field(default_factory=set)
     outputs: list[tuple[str, Tensor]] = field(default_factory=list)
     value_types: dict[str, bytes] = field(default_factory=dict)       # input/output name -> TypeProto
     initializers: set[str] = field(default_factory=set)               # op names of initializer Consts
@@ -71,6 +79,62 @@ def op_name(text: str, fallback: str) -> str:
     "conv1/Conv_output_0", "onnx::Gemm_12" -> "onnx__Gemm_12")."""
     name = _INVALID.sub("_", text).lstrip("/_-") or fallback
     return name if name[0].isalnum() or name[0] == "." else "v" + name
+
+
+# -- reading ------------------------------------------------------------------------------------------
+
+def read_model(source: str | os.PathLike | bytes, where: str | None = None, *,
+               base_dir: str | os.PathLike | None = None) -> onnx.ModelProto:
+    """The ModelProto in a file or bytes, with its external data read in: a file's from its own
+    directory (or ``base_dir``), bytes' from ``base_dir`` (ExternalDataError without one).
+    See :mod:`gradreg_plugins.onnx.external_data` for what is refused."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        where = where or "<bytes>"
+        try:
+            model = onnx.load_model_from_string(bytes(source))
+        except Exception as exc:
+            raise GraphFileError(f"{where}: not an ONNX model: {exc}") from None
+        return load_external_data(model, None if base_dir is None else os.fspath(base_dir), where)
+    path = os.fspath(source)
+    where = where or path
+    if not os.path.exists(path):
+        raise GraphFileError(f"{where}: cannot read: no such file")
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except OSError as exc:
+        raise GraphFileError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    except Exception as exc:
+        raise GraphFileError(f"{where}: not an ONNX model: {type(exc).__name__}: {exc}") from None
+    directory = os.path.dirname(os.path.abspath(path)) if base_dir is None else os.fspath(base_dir)
+    return load_external_data(model, directory, where)
+
+
+def model_to_graph(model: onnx.ModelProto, source: str = "<ModelProto>", *, check: bool = True,
+                   base_dir: str | os.PathLike | None = None) -> Graph:
+    """Build a Graph from a ModelProto: external data it still refers to read from ``base_dir``
+    (ExternalDataError without one), checked by onnx.checker, its sparse tensors made dense,
+    converted to the family's opset, shape-inferred, then imported (:class:`Importer`)."""
+    model = load_external_data(model, None if base_dir is None else os.fspath(base_dir), source)
+    if check:
+        try:
+            onnx.checker.check_model(model)
+        except onnx.checker.ValidationError as exc:
+            raise GraphError(f"{source}: the ONNX checker rejects the model: {first_lines(exc)}") from None
+        except UnicodeDecodeError:       # the C++ checker's strings handed back to Python
+            raise GraphError(f"{source}: the ONNX checker rejects the model: a name or string is not UTF-8") \
+                from None
+    check_known_ops(model, source)
+    model, original = to_family_opset(densify_sparse_tensors(model), source)
+    # inference is a help, not a requirement: types come from the nodes when it fails
+    with contextlib.suppress(Exception):
+        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    return Importer(model, source, original).run()
+
+
+def model_info(graph: Graph) -> OnnxModelInfo | None:
+    """The OnnxModelInfo a loaded model left on its graph, or None."""
+    info = graph.resources.get(MODEL_INFO)
+    return info if isinstance(info, OnnxModelInfo) else None
 
 
 class _Scope:
@@ -146,11 +210,12 @@ class Importer:
     def run(self) -> Graph:
         g = self.model.graph
         scope = _Scope(self.graph, None, _value_types(g), self.source, aliases=True)
-        with self.graph.as_default():
+        with self.graph.as_default(), task(_log, f"importing {self.source}", len(g.node), "nodes") as progress:
             self._initializers(g, scope)
             self._inputs(g, scope)
             for node in g.node:
                 self.convert_node(node, scope)
+                progress.advance()
         for out in g.output:
             tensor = scope.lookup(out.name, "the graph's output list")
             self.info.outputs.append((out.name, tensor))
@@ -161,7 +226,6 @@ class Importer:
 
     # -- graph inputs and initializers ---------------------------------------------------------
     def _initializers(self, g, scope: _Scope) -> None:
-        from onnx import numpy_helper
         declared = {i.name for i in g.input}
         tensors: list[tuple[str, Any, Any]] = [(t.name, t, numpy_helper.to_array) for t in g.initializer]
         for name, proto, decode in tensors:
@@ -182,6 +246,7 @@ class Importer:
             self.info.value_types[value.name] = value.type.SerializeToString()
             if value.name in scope.values:
                 self.info.inputs.append((value.name, scope.values[value.name]))
+                self.info.defaulted.add(value.name)
                 continue
             where = f"{self.source}: graph input '{value.name}'"
             dtype = dtype_of_type(value.type, where)
@@ -248,6 +313,8 @@ class Importer:
             captures = [scope.lookup(n, f"node '{node.name}'") for n in captured]
             flat_inputs += captures
             attrs[f"T_{CAPTURED}"] = [tensor_dtype(t).base_dtype for t in captures]
+        if isinstance(node.name, bytes):     # protobuf hands back a string field that is not UTF-8 as bytes
+            raise GraphError(f"{where}: a node's name is not UTF-8 text ({node.name[:40]!r})")
         if node.name and node.name != op_name(node.output[0], node.op_type):
             attrs[NODE_NAME_ATTR] = node.name.encode()
         op = scope.graph.create_op(op_type, flat_inputs, attrs, name=op_name(node.output[0] or node.name,
@@ -324,7 +391,6 @@ class Importer:
                 scope.define(value.name, t)
                 args.append(t)
             for init in g.initializer:
-                from onnx import numpy_helper
                 scope.define(init.name, make_const(body, numpy_helper.to_array(init), op_name(init.name, "c"), where))
             for node in g.node:
                 self.convert_node(node, scope)
@@ -336,8 +402,8 @@ class Importer:
     def _expand_gradient(self, node, scope: _Scope, where: str) -> list:
         """ONNX's Gradient operator: the gradient of ``y`` with respect to each of ``xs``, built by
         gradreg.gradients from the onnx family's rules (zeros where y does not depend on an x)."""
-        from onnx import helper
 
+        # start-up: reading a model does not load differentiation, which only this op needs
         from gradreg.autodiff.gradients import as_dense_gradients, gradients
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         if "y" not in attrs or "xs" not in attrs:
@@ -421,7 +487,6 @@ def bind_attributes(node, values: dict, where: str):
     (``ref_attr_name``) replaced by the call's values; unset ones are dropped."""
     if not any(a.ref_attr_name for a in node.attribute):
         return node
-    import onnx
     copy = onnx.NodeProto()
     copy.CopyFrom(node)
     del copy.attribute[:]
@@ -501,7 +566,6 @@ def make_const(graph: Graph, array: np.ndarray, name: str, where: str) -> Tensor
 
 
 def _dense_of_sparse(sparse) -> np.ndarray:
-    from onnx import numpy_helper
     values = numpy_helper.to_array(sparse.values)
     indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
     dense = np.zeros(tuple(sparse.dims), dtype=values.dtype)
@@ -517,8 +581,6 @@ def densify_sparse_tensors(model):
     functions too) as dense ones: onnx's version converter knows neither (a sparse initializer's
     name reads as an undefined input), and the importer makes dense Consts of them anyway. A copy
     when there are any; else ``model`` itself."""
-    import onnx
-    from onnx import numpy_helper
 
     def bodies(nodes):
         for node in nodes:
@@ -554,7 +616,6 @@ def densify_sparse_tensors(model):
 
 def constant_of_node(node, graph: Graph, name: str, where: str) -> Tensor:
     """The Const an ONNX ``Constant`` node stands for."""
-    from onnx import helper, numpy_helper
     if len(node.attribute) != 1:
         raise GraphError(f"{where}: a Constant node needs exactly one value attribute")
     attr = node.attribute[0]
@@ -574,7 +635,6 @@ def constant_of_node(node, graph: Graph, name: str, where: str) -> Tensor:
 
 def attribute_value(attr, kind: str, where: str) -> Any:
     """An ONNX AttributeProto's value in the form the op's attr takes (see schemas)."""
-    from onnx import helper, numpy_helper
     if attr.ref_attr_name:
         raise GraphError(f"{where}: attribute '{attr.name}' refers to '{attr.ref_attr_name}' outside a function")
     if kind == "TENSOR":

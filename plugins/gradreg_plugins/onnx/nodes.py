@@ -1,25 +1,24 @@
 """An onnx-family Operation seen as the ONNX node it stands for.
 
 :func:`onnx_inputs` and :func:`onnx_outputs` give the node's ONNX arguments by position (None
-for an absent optional one), :func:`attribute_values` its ONNX attributes, and
-:func:`node_proto` the NodeProto (with the onnx package) that kernels hand to
-``onnx.reference`` and the exporter writes. Element types map between gradreg DTypes and
-ONNX's TensorProto.DataType codes here, and :func:`to_onnx_value` / :func:`from_onnx_value`
+for an absent optional one), :func:`attribute_values` its ONNX attributes (the NodeProto itself,
+which needs the onnx package, is :mod:`protos`'). Element types map between gradreg DTypes and
+ONNX's TensorProto.DataType codes here, and :func:`to_onnx_array` / :func:`from_onnx_value`
 convert values between gradreg's storage and onnx.reference's (bfloat16 is held in float32
 by gradreg, as ml_dtypes.bfloat16 by onnx).
 """
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from gradreg.errors import GradregError, GraphError, describe_node
+from gradreg.build.functions import function_graph
+from gradreg.errors import GraphError, describe_node
 from gradreg.model import dtypes
 from gradreg.model.dtypes import DType
-from gradreg_plugins.onnx.schemas import OnnxSchema, Param, schema_for, split_op_type
+from gradreg_plugins.onnx.schemas import OnnxSchema, Param, schema_for
 
 # gradreg dtype name <-> ONNX TensorProto.DataType (stable numbers of onnx.proto).
 ONNX_ELEMENT_TYPES: dict[str, int] = {
@@ -157,71 +156,6 @@ def attribute_values(op) -> dict[str, Any]:
     return {name: op.get_attr(name) for name in schema.attributes if name in names}
 
 
-# -- protos (need the onnx package) ----------------------------------------------------------------
-
-def attribute_proto(name: str, kind: str, value: Any, graph_for: Any = None):
-    """An onnx.AttributeProto for attr ``name`` of ONNX type ``kind``; ``graph_for(func)`` turns a
-    function attr into a GraphProto (required for GRAPH attributes)."""
-    import onnx
-    from onnx import helper, numpy_helper
-    A = onnx.AttributeProto
-    if kind in ("GRAPH", "GRAPHS"):
-        if graph_for is None:
-            raise GraphError(f"attribute '{name}' holds a subgraph, which needs a graph converter")
-        if kind == "GRAPH":
-            return helper.make_attribute(name, graph_for(value))
-        return helper.make_attribute(name, [graph_for(v) for v in value], attr_type=A.GRAPHS)
-    if kind in ("TENSOR", "SPARSE_TENSOR"):
-        return helper.make_attribute(name, numpy_helper.from_array(to_onnx_array(value)))
-    if kind == "TENSORS":
-        return helper.make_attribute(name, [numpy_helper.from_array(to_onnx_array(v)) for v in value],
-                                     attr_type=A.TENSORS)
-    if kind == "TYPE_PROTO":
-        return helper.make_attribute(name, onnx.TypeProto.FromString(value))
-    if kind == "TYPE_PROTOS":
-        return helper.make_attribute(name, [onnx.TypeProto.FromString(v) for v in value], attr_type=A.TYPE_PROTOS)
-    codes = {"INT": A.INT, "FLOAT": A.FLOAT, "STRING": A.STRING, "INTS": A.INTS, "FLOATS": A.FLOATS,
-             "STRINGS": A.STRINGS}
-    return helper.make_attribute(name, value, attr_type=codes[kind])
-
-
-def node_proto(op, input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None,
-               name: str | None = None, graph_for: Any = None):
-    """The onnx.NodeProto ``op`` stands for. Absent optional inputs are named ""; the default
-    names are ``"in<i>"`` and ``"out<i>"``."""
-    from onnx import helper
-    schema = schema_of(op)
-    domain, op_name = split_op_type(op.type)
-    layout_in = input_layout(op)
-    layout_out = output_layout(op)
-    if input_names is None:
-        input_names = [f"in{i}" for i in range(len(op.inputs))]
-    if output_names is None:
-        output_names = [f"out{i}" for i in range(len(op.outputs))]
-    ins = ["" if i is None else input_names[i] for i in layout_in]
-    while ins and ins[-1] == "":
-        ins.pop()
-    outs = ["" if i is None else output_names[i] for i in layout_out]
-    node = helper.make_node(op_name, ins, outs, name=name if name is not None else op.name, domain=domain)
-    for attr_name, value in attribute_values(op).items():
-        if value is None:
-            continue
-        node.attribute.append(attribute_proto(attr_name, schema.attributes[attr_name][0], value, graph_for))
-    return node
-
-
-def type_proto(dtype: DType | None, shape: Any = None):
-    """An onnx.TypeProto of a tensor of ``dtype`` (None or variant: no type) and static ``shape``."""
-    import onnx
-    from onnx import helper
-    if dtype is None or dtype.kind == "v":
-        return onnx.TypeProto()
-    dims = None
-    if shape is not None and shape.rank is not None:
-        dims = [d if d is not None else None for d in shape.dims]
-    return helper.make_tensor_type_proto(onnx_element_type(dtype), dims)
-
-
 # -- values -----------------------------------------------------------------------------------------
 
 def to_onnx_array(value: Any, dtype: DType | None = None) -> Any:
@@ -230,7 +164,7 @@ def to_onnx_array(value: Any, dtype: DType | None = None) -> Any:
     if not isinstance(value, np.ndarray):
         return value
     if dtype is not None and dtype.base_dtype is dtypes.bfloat16 and value.dtype == np.float32:
-        import ml_dtypes
+        import ml_dtypes  # start-up: only bfloat16 values handed to onnx need it
         return value.astype(ml_dtypes.bfloat16)
     if value.dtype == object:
         return _map_strings(value, lambda s: s.decode("utf-8", "surrogateescape") if isinstance(s, bytes) else s)
@@ -260,7 +194,7 @@ def from_onnx_value(value: Any, dtype: DType | None) -> Any:
     return array
 
 
-# -- types (need the onnx package) --------------------------------------------------------------------
+# -- types ---------------------------------------------------------------------------------------------
 
 def dtype_of_type(type_proto, where: str) -> DType:
     """The gradreg dtype of an ONNX TypeProto: the element type of a tensor, variant otherwise."""
@@ -272,25 +206,10 @@ def dtype_of_type(type_proto, where: str) -> DType:
     return dtypes.variant
 
 
-def infer_node_types(node, inputs: list, schema) -> dict[str, DType]:
-    """ONNX's type inference of one node from its inputs' types: output name -> dtype."""
-    import onnx.defs
-    import onnx.shape_inference
-    from onnx import helper
-
-    from gradreg_plugins.onnx.schemas import OPSET_VERSIONS
-    types = {n: type_proto(t.dtype, t.shape) for n, t in zip(node.input, inputs) if n and t is not None}
-    onnx_schema = onnx.defs.get_schema(schema.name, OPSET_VERSIONS[schema.domain], schema.domain)
-    opsets = [helper.make_opsetid(d, v) for d, v in OPSET_VERSIONS.items()]
-    try:
-        inferred = onnx.shape_inference.infer_node_outputs(onnx_schema, node, types, opset_imports=opsets)
-    except Exception:
-        return {}
-    out = {}
-    for name, tp in inferred.items():
-        with contextlib.suppress(GradregError):   # a type gradreg has no dtype for: unknown
-            out[name] = dtype_of_type(tp, name)
-    return out
+def upsample_as_resize(mode: str) -> dict[str, str]:
+    """The Resize attributes equivalent to a (deprecated) Upsample of ``mode``: Upsample is Resize
+    with asymmetric coordinates (and floor for "nearest")."""
+    return {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
 
 
 # -- sequences ------------------------------------------------------------------------------------------
@@ -313,7 +232,6 @@ def element_dtype(t: Any, seen: int = 0) -> DType | None:
         code = op.get_attr("dtype")
         return dtype_of_element_type(int(code)) if code is not None else dtypes.float32
     if name == "SequenceMap":
-        from gradreg.build.functions import function_graph  # the body's output types
         body = function_graph(op.graph.library, op.get_attr("body").name, {}, op.name)
         return body.outputs[t.value_index].dtype
     return None

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from gradreg.errors import ExecutionError, describe_node
+from gradreg_plugins.onnx.nodes import input_layout, output_layout
 
 # name -> (NumPy function of (x, alpha, beta), takes alpha, takes beta, default alpha, default beta)
 ACTIVATIONS: dict[str, tuple[Callable[..., Any], bool, bool, float, float]] = {
@@ -165,7 +166,6 @@ def run_direction(rec: Recurrence, acts, x, w, r, wb, rb, peep, states, lengths,
 
 def kernel_factory(op, ctx):
     """The NumPy kernel of an LSTM, GRU or RNN node."""
-    from gradreg_plugins.onnx.nodes import input_layout
     rec = recurrence_of(op)
     layout = input_layout(op)
     n_states = 2 if rec.kind == "LSTM" else 1
@@ -211,5 +211,4 @@ def _initial_state(rec: Recurrence, given: np.ndarray | None, direction: int, sh
 
 
 def _output_positions(op) -> list[int]:
-    from gradreg_plugins.onnx.nodes import output_layout
     return [p for p, i in enumerate(output_layout(op)) if i is not None]

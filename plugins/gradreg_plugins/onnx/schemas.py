@@ -26,8 +26,8 @@ are gradreg's own bookkeeping.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from gradreg.model import dtypes
@@ -35,10 +35,13 @@ from gradreg.model.dtypes import DType
 from gradreg.model.opdefs import OpDefinition
 from gradreg_plugins.onnx.schema_table import IR_VERSION, NAMESPACES, ONNX_VERSION, OPSET_VERSIONS, SCHEMAS
 
-__all__ = ["IR_VERSION", "ONNX_VERSION", "OPSET_VERSIONS", "CAPTURED", "OnnxSchema", "Param", "op_type_for",
-           "schema_for", "all_schemas", "split_op_type", "is_onnx_op"]
+__all__ = ["IR_VERSION", "ONNX_VERSION", "OPSET_VERSIONS", "CAPTURED", "INSTALL_HINT", "OnnxSchema", "Param",
+           "op_type_for", "schema_for", "all_schemas", "split_op_type", "is_onnx_op", "is_stateful"]
 
 CAPTURED = "captured"
+# What to install for the parts of the family that need the onnx package (reading and writing
+# models, onnx.reference's kernels, ONNX's shape inference).
+INSTALL_HINT = 'pip install "gradreg[onnx]"'
 _ATTR_KINDS = {
     "INT": "int", "FLOAT": "float", "STRING": "string", "TENSOR": "tensor", "SPARSE_TENSOR": "tensor",
     "GRAPH": "func", "TYPE_PROTO": "string", "INTS": "list(int)", "FLOATS": "list(float)",
@@ -105,9 +108,9 @@ class OnnxSchema:
         """gradreg attr kind of ONNX attribute ``name``."""
         return _ATTR_KINDS[self.attributes[name][0]]
 
-    @cached_property
-    def definition(self) -> OpDefinition:
-        """The gradreg OpDefinition (see the module docstring for the mapping)."""
+    def definition(self, shape: Callable[..., Any] | None = None) -> OpDefinition:
+        """The gradreg OpDefinition (see the module docstring for the mapping), with the shape
+        function ``shape``."""
         params = self.inputs + self.outputs
         type_attrs = []
         for param_name, allowed in self.type_params.items():
@@ -132,9 +135,8 @@ class OnnxSchema:
             inputs.append(f"{CAPTURED}: T_{CAPTURED}")
             count_attrs.append(f"T_{CAPTURED}: list(type) >= 0 = []")
         attr_specs = [f"{name}: {self.attr_kind(name)}" for name in self.attributes]
-        from gradreg_plugins.onnx.shapes import onnx_shape
         definition = OpDefinition(self.op_type, inputs=inputs, outputs=[_arg_spec(p) for p in self.outputs],
-                                  attrs=type_attrs + count_attrs + attr_specs, shape=onnx_shape,
+                                  attrs=type_attrs + count_attrs + attr_specs, shape=shape,
                                   stateful=self.name in _STATEFUL,
                                   summary=f"ONNX {self.domain or 'ai.onnx'} {self.name}, opset version "
                                           f"{self.since_version}.")
@@ -207,6 +209,11 @@ def split_op_type(op_type: str) -> tuple[str, str]:
     """(ONNX domain, op name) of a gradreg op type ``"onnx::Add"`` -> ("", "Add")."""
     namespace, _, name = op_type.rpartition("::")
     return _DOMAIN_OF_NAMESPACE.get(namespace, namespace), name
+
+
+def is_stateful(name: str) -> bool:
+    """Whether ai.onnx op ``name``'s outputs are not a function of its inputs (random ops, Dropout)."""
+    return name in _STATEFUL
 
 
 def is_onnx_op(op_type: str) -> bool:

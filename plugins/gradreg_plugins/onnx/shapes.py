@@ -13,7 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from gradreg.build.functions import function_graph
+from gradreg.model.shape_inference import constant_value
 from gradreg.model.shapes import TensorShape
+from gradreg_plugins.onnx.schemas import OPSET_VERSIONS, schema_for
 
 # Key of Graph.resources set (to True) while the ONNX importer fills a graph.
 IMPORTING = "onnx.importing"
@@ -33,13 +36,12 @@ def onnx_shape(ctx) -> Any:
 
 
 def _infer(op) -> Any:
+    # an optional dependency: without the onnx package, shapes stay unknown (ImportError)
     import onnx.defs
     import onnx.shape_inference
     from onnx import helper, numpy_helper
 
-    from gradreg.model.shape_inference import constant_value
-    from gradreg_plugins.onnx.nodes import node_proto, type_proto
-    from gradreg_plugins.onnx.schemas import OPSET_VERSIONS, schema_for
+    from gradreg_plugins.onnx.protos import node_proto, type_proto
 
     schema = schema_for(op.type)
     if schema is None or schema.has_subgraphs:
@@ -81,7 +83,6 @@ def subgraph_shapes(ctx) -> Any:
     op = ctx.op
     if op.graph.resources.get(IMPORTING):
         return None
-    from gradreg.build.functions import function_graph
     kind = op.type.rpartition("::")[2]
     attrs = ("then_branch", "else_branch") if kind == "If" else ("body",)
     try:
@@ -127,9 +128,3 @@ def _with_scan_axis(shape: TensorShape, op, kind: str, index: int) -> TensorShap
     dims = list(shape.dims)
     dims.insert(axis, None)
     return TensorShape(dims)
-
-
-def register(family) -> None:
-    """Add subgraph_shapes to the family's shape table (called by the family's package)."""
-    for op_type in ("onnx::If", "onnx::Loop", "onnx::Scan"):
-        family.shape(op_type)(subgraph_shapes)

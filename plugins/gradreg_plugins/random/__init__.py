@@ -2,7 +2,8 @@
 StatelessRandomGetKeyCounter, ...) and its seeded stateful ones (RandomUniform,
 RandomStandardNormal, TruncatedNormal, RandomUniformInt), producing TensorFlow's CPU values
 bit for bit from a vectorized NumPy Philox4x32-10 (philox.py) and TensorFlow's conversions
-(distributions.py, libm.py). Owns each op's definition, kernel, shape function and gradient
+(distributions.py, libm.py); gamma samples (gamma.py) and StatelessParameterizedTruncatedNormal
+(truncated.py), differentiable in their parameters. Owns each op's definition, kernel, shape function and gradient
 rule."""
 from gradreg.plugin import OpFamily
 

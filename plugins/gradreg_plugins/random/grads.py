@@ -1,14 +1,17 @@
 """Gradient rules of the random ops, as TensorFlow registers them: the samplers are
 NotDifferentiable (a gradient reaching them stops there), except the gamma samplers, which are
 differentiable in alpha (implicit reparameterization: RandomGammaGrad(alpha, sample), the
-derivative of a sample holding its CDF fixed, summed over the sample dims). TensorFlow registers nothing for
-StatelessRandomGetKeyCounter, StatelessRandomGetKeyCounterAlg, StatelessRandomGetAlg and
-RandomUniformInt, and neither does gradreg: their outputs are integers, so no gradient
-reaches them unless a caller feeds one."""
+derivative of a sample holding its CDF fixed, summed over the sample dims), and the
+parameterized truncated normal sampler, differentiable in its four parameters the same way.
+TensorFlow registers nothing for StatelessRandomGetKeyCounter, StatelessRandomGetKeyCounterAlg,
+StatelessRandomGetAlg and RandomUniformInt, and neither does gradreg: their outputs are
+integers, so no gradient reaches them unless a caller feeds one."""
 from __future__ import annotations
 
+import numpy as np
+
 from gradreg.autodiff import rules
-from gradreg.build.builders import apply_op
+from gradreg.build.builders import apply_op, constant
 from gradreg.model.graph import Tensor
 from gradreg_plugins.random import family
 
@@ -71,3 +74,50 @@ def _stateless_random_gamma_v2_grad(op, grad):
 def _stateless_random_gamma_v3_grad(op, grad):
     shape, _, _, _, alpha = op.inputs
     return None, None, None, None, _stateless_gamma_grad(op, grad, shape, alpha)
+
+
+# -- StatelessParameterizedTruncatedNormal ---------------------------------------------------------
+
+def _ndtr(x: Tensor) -> Tensor:
+    """The standard normal CDF as TensorFlow's rule writes it: from erf near 0, erfc in the tails."""
+    half_sqrt_2 = constant(0.5 * np.sqrt(2.0), x.known_dtype)
+    w = x * half_sqrt_2
+    z = apply_op("Abs", w)
+    tails = apply_op("SelectV2", apply_op("Greater", w, constant(0.0, x.known_dtype)), 2.0 - apply_op("Erfc", z),
+                     apply_op("Erfc", z))
+    return 0.5 * apply_op("SelectV2", apply_op("Less", z, half_sqrt_2), 1.0 + apply_op("Erf", w), tails)
+
+
+def _summed_to(grad: Tensor, extra_dims: Tensor, broadcast_shape: Tensor, param: Tensor) -> Tensor:
+    """``grad`` (the samples' shape) summed over the sample dims, then over the dims ``param``
+    was broadcast along, in ``param``'s shape."""
+    per_batch = apply_op("Sum", grad, extra_dims)
+    shape = apply_op("Shape", param)
+    _, axes = apply_op("BroadcastGradientArgs", broadcast_shape, shape)
+    return apply_op("Reshape", apply_op("Sum", per_batch, axes, keep_dims=True), shape)
+
+
+@family.gradient("StatelessParameterizedTruncatedNormal")
+def _stateless_parameterized_truncated_normal_grad(op, grad):
+    """Implicit reparameterization (TensorFlow's rule): with s the standardized sample, d/dmean = 1,
+    d/dstddev = s, and the bounds' derivatives from the truncated CDF c of s, clipped to
+    [tiny, 1 - eps]: d/dmaxval = exp((s^2 - hi^2) / 2) c, d/dminval = exp((s^2 - lo^2) / 2) (1 - c)."""
+    shape, _, mean, stddev, minval, maxval = op.inputs
+    grad = rules.dense(grad)
+    dtype = mean.known_dtype
+    info = np.finfo(dtype.storage)
+    lo, hi, sample = (minval - mean) / stddev, (maxval - mean) / stddev, (op.outputs[0] - mean) / stddev
+    cdf = (_ndtr(sample) - _ndtr(lo)) / (_ndtr(hi) - _ndtr(lo))
+    cdf = apply_op("Maximum", apply_op("Minimum", cdf, constant(1 - info.eps, dtype)), constant(info.tiny, dtype))
+    squared = sample * sample
+    dmaxval = apply_op("Exp", 0.5 * (squared - hi * hi) + apply_op("Log", cdf))
+    dminval = apply_op("Exp", 0.5 * (squared - lo * lo) + apply_op("Log1p", -cdf))
+    broadcast_shape = apply_op("Shape", mean)
+    for param in (stddev, minval, maxval):
+        broadcast_shape = apply_op("BroadcastArgs", apply_op("Shape", param), broadcast_shape)
+    extra_dims = apply_op("Range", rules.ints(0), apply_op("Sub", apply_op("Size", shape),
+                                                             apply_op("Size", broadcast_shape)), rules.ints(1))
+    return (None, None, _summed_to(grad, extra_dims, broadcast_shape, mean),
+            _summed_to(grad * sample, extra_dims, broadcast_shape, stddev),
+            _summed_to(grad * dminval, extra_dims, broadcast_shape, minval),
+            _summed_to(grad * dmaxval, extra_dims, broadcast_shape, maxval))

@@ -8,7 +8,7 @@ import numpy as np
 
 from gradreg.errors import ExecutionError, describe_node
 from gradreg.model import dtypes
-from gradreg_plugins.random import distributions, family, gamma, philox
+from gradreg_plugins.random import distributions, family, gamma, philox, truncated
 from gradreg_plugins.random.ops import COUNTER_SIZE, KEY_SIZE
 
 kernel = family.kernel
@@ -348,4 +348,17 @@ def _stateless_random_gamma_v3(op, ctx):
         _check_alg(alg_id)
         _ends_with(dims, alpha)
         return _gamma_output(state, alpha, dims, dtype)
+    return compute
+
+
+# -- parameterized truncated normal samples ----------------------------------------------------
+
+@kernel("StatelessParameterizedTruncatedNormal")
+def _stateless_parameterized_truncated_normal(op, ctx):
+    dtype = op.get_attr("dtype")
+
+    def compute(shape, seed, means, stddevs, minvals, maxvals):
+        dims = _output_dims(shape, op, ctx)
+        state = _seed_state(seed)
+        return truncated.sample(state, dims, means, stddevs, minvals, maxvals, dtype)
     return compute

@@ -160,3 +160,16 @@ op("StatelessRandomGammaV2", inputs=["shape: T", "seed: Tseed", "alpha: dtype"],
 op("StatelessRandomGammaV3", inputs=["shape: shape_dtype"] + _KEY_COUNTER_ALG + ["alpha: dtype"],
    outputs=["output: dtype"], attrs=[_GAMMA_DTYPE, "shape_dtype: {int32, int64} = int32"],
    shape=_stateless_gamma_v3_shape)
+
+
+# -- parameterized truncated normal samples (truncated.py), differentiable in the parameters ------
+
+def _parameterized_truncated_normal_shape(ctx) -> TensorShape:
+    _vector_of(ctx, 1, "seed", 2)
+    return _output_from_shape_input(ctx)
+
+
+op("StatelessParameterizedTruncatedNormal",
+   inputs=["shape: S", "seed: Tseed", "means: dtype", "stddevs: dtype", "minvals: dtype", "maxvals: dtype"],
+   outputs=["output: dtype"], attrs=["S: {int32, int64}", _TSEED, "dtype: {float16, float32, float64}"],
+   shape=_parameterized_truncated_normal_shape)

@@ -5,7 +5,9 @@ SparseReorder, SparseReshape, SparseFillEmptyRows, SparseSlice, SparseConcat,
 SparseSparseMaximum / Minimum, SparseDenseCwiseMul / Div / Add — the gradient ops TensorFlow's
 rules emit (SparseAddGrad, SparseFillEmptyRowsGrad, SparseSliceGrad); of the ragged ops,
 RaggedTensorToSparse, RaggedTensorToTensor, RaggedRange, RaggedGather and RaggedFillEmptyRows
-(+Grad, SparseFillEmptyRows' kernels over row ids). (SparseMatMul, a dense product with
+(+Grad, SparseFillEmptyRows' kernels over row ids) and the ragged tensors' variant encodings
+(``ragged_variants``: what tf.map_fn over ragged rows builds); the CSR sparse-matrix ops (``csr``: a
+DT_VARIANT matrix, or batch of matrices). (SparseMatMul, a dense product with
 sparsity hints, is the math family's.) Owns each op's definition, NumPy kernel, shape function
 and gradient rule (see gradreg_plugins.sparse.grads for where gradreg's rules differ from
 TensorFlow's)."""
@@ -18,4 +20,4 @@ family = OpFamily(
     gradient_modules=["gradreg_plugins.sparse.grads"],
 )
 
-from gradreg_plugins.sparse import ops, ragged  # noqa: E402,F401  (they fill the family's tables)
+from gradreg_plugins.sparse import csr, ops, ragged, ragged_variants  # noqa: E402,F401  (they fill the family's tables)

@@ -166,7 +166,9 @@ def _sparse_to_dense_grad(op, grad):
     indices, output_shape, values, default = op.inputs
     grad = as_dense(grad)
     rank = indices.shape.rank
-    if rank is None or rank < 2:
+    if rank is None:
+        indices = apply_op("Reshape", indices, _index_matrix_shape(indices))
+    elif rank < 2:
         indices = apply_op("Reshape", indices, rules.ints([-1, 1]))
     picks = None
     if not op.get_attr("validate_indices"):
@@ -191,6 +193,15 @@ def _values_shaped(gathered: Tensor, total: Tensor, values: Tensor) -> Tensor:
     is_scalar = apply_op("Equal", apply_op("Rank", values), rules.ints(0))
     return apply_op("Reshape", apply_op("SelectV2", is_scalar, apply_op("Reshape", total, rules.ints([1])),
                                         gathered), apply_op("Shape", values))
+
+
+def _index_matrix_shape(indices: Tensor) -> Tensor:
+    """[-1, k] for indices [n, k] of a rank known only at run time; [-1, 1] for a vector or a
+    scalar (one index per element)."""
+    padded = apply_op("ConcatV2", [rules.ints([1, 1]), apply_op("Shape", indices)], rules.ints(0))
+    last = apply_op("StridedSlice", padded, rules.ints([-1]), rules.ints([0]), rules.ints([1]), shrink_axis_mask=1)
+    matrix = apply_op("GreaterEqual", apply_op("Rank", indices), rules.ints(2))
+    return apply_op("Pack", [rules.ints(-1), apply_op("SelectV2", matrix, last, rules.ints(1))], axis=0)
 
 
 def _all_axes(t: Tensor) -> Tensor:

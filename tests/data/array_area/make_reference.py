@@ -182,6 +182,12 @@ case("UniqueV2.axis1", "UniqueV2", x=np.array([[1, 2, 1, 3], [5, 6, 5, 7]], np.i
      axis=np.array([1], np.int64))
 case("UniqueWithCountsV2.axis0", "UniqueWithCountsV2", x=np.array([[1.0, 2], [3, 4], [1, 2], [1, 2]]),
      axis=np.array([-2], np.int32))
+# tf.searchsorted: the positions of each row of values in the same row of sorted_inputs (ties: either side).
+case("LowerBound.f64_ties", "LowerBound", sorted_inputs=np.array([[1.0, 2.0, 2.0, 5.0], [-3.0, -1.0, 0.0, 0.0]]),
+     values=np.array([[2.0, 0.5, 6.0], [0.0, -5.0, -1.0]]))
+case("UpperBound.int64_out", "UpperBound", {"out_type": tf.int64},
+     sorted_inputs=np.array([[1, 2, 2, 5], [-3, -1, 0, 0]], np.int32), values=np.array([[2, 0, 6], [0, -5, -1]],
+                                                                                        np.int32))
 case("Bitcast.f32_to_u8", "Bitcast", {"type": tf.uint8}, input=np.array([1.0, -2.5], np.float32))
 case("Bitcast.u16_to_f32", "Bitcast", {"type": tf.float32}, input=np.arange(8, dtype=np.uint16).reshape(4, 2))
 case("Empty.init", "Empty", {"dtype": tf.float64, "init": True}, shape=np.array([2, 3], np.int32))

@@ -70,6 +70,8 @@ class Spec:
     require: tuple = ()                # op types that must appear in the exported graph
     training: bool = False
     dynamic_batch: bool = False
+    dynamic_image: int = 0             # batch, height and width symbolic (the last two multiples of it)
+    other_inputs: dict | None = None   # a second input shape: torch's gradients for it too ("other:" keys)
     external_data: bool = False
     script: bool = False
     positive_sum: bool = False         # flip x so x.sum() > 0 (TwoConds picks fixed branches)
@@ -110,6 +112,12 @@ SPECS = [
     Spec("dynamic_batch_opset18", "small CNN with a symbolic batch dimension 'batch' on x and logits",
          tm.SmallCNN, {"x": (2, 3, 8, 8)}, ["logits"], "dynamo", 18, ("Conv", "MaxPool", "Gemm"),
          dynamic_batch=True),
+    Spec("unet_opset17", "two U-Net levels: bilinear nn.Upsample and F.interpolate to the skip's size, sizes "
+         "and scales computed by Shape/Slice/Concat ops", tm.UNetBlock, {"x": (2, 3, 8, 12)}, ["y"], "torchscript",
+         17, ("Resize", "Shape", "Concat", "MaxPool")),
+    Spec("unet_dynamic_opset18", "the same U-Net with batch, height and width symbolic: the second Resize's sizes "
+         "are read from a Shape at run time", tm.UNetBlock, {"x": (2, 3, 8, 12)}, ["y"], "dynamo", 18,
+         ("Resize", "Shape", "Concat"), dynamic_image=4, other_inputs={"x": (3, 3, 12, 8)}),
     Spec("external_data_opset18", "MLP whose large weights live in model.onnx.data", tm.WideMLP,
          {"x": (2, 16)}, ["y"], "dynamo", 18, ("Gemm", "Tanh"), external_data=True),
     Spec("cond_opset18", "two torch.cond calls exported as ONNX If: then-branch, then else-branch",
@@ -165,6 +173,10 @@ def export(spec: Spec, module: torch.nn.Module, inputs: dict, path: pathlib.Path
         warnings.simplefilter("ignore")
         if spec.exporter == "dynamo":
             dynamic = tuple({0: torch.export.Dim("batch")} for _ in args) if spec.dynamic_batch else None
+            if spec.dynamic_image:
+                k = spec.dynamic_image
+                height, width = torch.export.Dim("h", min=1, max=256), torch.export.Dim("w", min=1, max=256)
+                dynamic = tuple({0: torch.export.Dim("batch"), 2: k * height, 3: k * width} for _ in args)
             torch.onnx.export(module, args, str(path), dynamo=True, opset_version=spec.opset, optimize=False,
                               external_data=spec.external_data, dynamic_shapes=dynamic, verbose=False, **names)
         else:
@@ -203,6 +215,10 @@ def check_graph(spec: Spec, path: pathlib.Path, inputs: dict) -> onnx.ModelProto
         values = list(model.graph.input) + list(model.graph.output)
         dims = [v.type.tensor_type.shape.dim[0].dim_param for v in values]
         assert all(dims), f"{spec.name}: batch dimension not symbolic: {dims}"
+    if spec.dynamic_image:
+        dims = [d.dim_param for v in list(model.graph.input) + list(model.graph.output)
+                for d in v.type.tensor_type.shape.dim[:1] + v.type.tensor_type.shape.dim[2:]]
+        assert all(dims), f"{spec.name}: batch, height and width not all symbolic: {dims}"
     if spec.external_data:
         raw = onnx.load(str(path), load_external_data=False)
         external = [t.name for t in raw.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
@@ -327,6 +343,27 @@ def check_other_batch(spec, module, model, rng) -> None:
         assert a.shape == tuple(expected[k].shape) and scaled_error(a, expected[k]) < 1e-5, f"{spec.name}: batch 3"
 
 
+def other_input_arrays(spec, module, model, rng) -> dict:
+    """For a model with symbolic dimensions: inputs of another shape, with torch's outputs, cotangents
+    and gradients for them, keyed as expected.npz's arrays behind "other:" (and "other:in:" for the
+    inputs); onnxruntime must run them to torch's outputs."""
+    other = copy.copy(spec)
+    other.inputs = spec.other_inputs
+    inputs = make_inputs(other, rng)
+    outputs, _, _ = torch_reference(other, module, inputs, None, torch.float32)
+    cotangents = {k: rng.standard_normal(tuple(o.shape)).astype(np.float32) for k, o in outputs.items()}
+    outputs, grads, _ = torch_reference(other, module, inputs, cotangents, torch.float32)
+    params, _, _ = parameter_map(spec, module, model)
+    actual = session(model).run(spec.outputs, inputs)
+    for k, a in zip(spec.outputs, actual):
+        assert scaled_error(a, outputs[k]) < 1e-5, f"{spec.name}: onnxruntime at {spec.other_inputs}"
+    arrays = {f"other:in:{k}": v for k, v in inputs.items()}
+    for k in spec.outputs:
+        arrays[f"other:y:{k}"], arrays[f"other:dy:{k}"] = outputs[k].numpy(), cotangents[k]
+    arrays.update({f"other:dx:{params.get(k, k)}": g.numpy() for k, g in grads.items()})
+    return arrays
+
+
 def graph_inputs(model: onnx.ModelProto) -> dict:
     """{name: dims} of the graph inputs that are not initializers (dims: int, or the symbol's name)."""
     inits = {t.name for t in model.graph.initializer}
@@ -381,6 +418,8 @@ def build_case(spec: Spec) -> dict:
     verified = verify_parameters(spec, module, inputs, model, params, grads, tolerance)
     if spec.dynamic_batch:
         check_other_batch(spec, module, model, rng)
+    if spec.other_inputs:
+        arrays.update(other_input_arrays(spec, module, model, rng))
     arrays.update({f"ort:{k}": v for k, v in ort_outputs.items()})
     np.savez(out_dir / "inputs.npz", **inputs)
     np.savez(out_dir / "expected.npz", **arrays)
@@ -391,8 +430,10 @@ def build_case(spec: Spec) -> dict:
 
 
 def case_json(spec, seed, model, params, buffers, constants, unconnected, verified, ort_error, f32_error):
+    dynamic = "batch" if spec.dynamic_batch else \
+        f"batch, height and width (multiples of {spec.dynamic_image})" if spec.dynamic_image else None
     options = ({"dynamo": True, "optimize": False, "external_data": spec.external_data,
-                "dynamic_shapes": "batch" if spec.dynamic_batch else None} if spec.exporter == "dynamo" else
+                "dynamic_shapes": dynamic} if spec.exporter == "dynamo" else
                {"dynamo": False, "do_constant_folding": False, "scripted": spec.script,
                 "training": "TRAINING" if spec.training else "EVAL"})
     return {
@@ -410,6 +451,7 @@ def case_json(spec, seed, model, params, buffers, constants, unconnected, verifi
         "unconnected": unconnected, "no_effect": [params[k] for k in verified["no_effect"]],
         "ort_error": ort_error, "float32_error": f32_error,
         "perturbation_check": verified["perturbation"], "notes": spec.notes,
+        **({"other_inputs": {k: list(v) for k, v in spec.other_inputs.items()}} if spec.other_inputs else {}),
     }
 
 

@@ -158,6 +158,28 @@ class UpsampleBlock(nn.Module):
         return a, b
 
 
+class UNetBlock(nn.Module):
+    """Two U-Net levels: conv+ReLU encoders with 2x2 max pools, a bottleneck, and a decoder that
+    upsamples bilinearly twice, each time concatenating the skip connection: once with
+    ``nn.Upsample(scale_factor=2)``, once to the skip's size (``F.interpolate(size=skip.shape[2:])``,
+    as U-Nets write it so odd sizes work). Exporters compute the second Resize's sizes from Shape ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc1, self.enc2 = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 6, 3, padding=1)
+        self.bottleneck = nn.Conv2d(6, 6, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.dec2, self.dec1 = nn.Conv2d(12, 4, 3, padding=1), nn.Conv2d(8, 2, 3, padding=1)
+
+    def forward(self, x):
+        skip1 = F.relu(self.enc1(x))
+        skip2 = F.relu(self.enc2(F.max_pool2d(skip1, 2)))
+        low = F.relu(self.bottleneck(F.max_pool2d(skip2, 2)))
+        d2 = F.relu(self.dec2(torch.cat([self.up(low), skip2], dim=1)))
+        up1 = F.interpolate(d2, size=skip1.shape[2:], mode="bilinear", align_corners=False)
+        return self.dec1(torch.cat([up1, skip1], dim=1))
+
+
 class SmallCNN(nn.Module):
     """Conv -> ReLU -> MaxPool -> Flatten -> Linear; exported with a symbolic batch dimension."""
 

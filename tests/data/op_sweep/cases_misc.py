@@ -77,6 +77,15 @@ case("RaggedTensorToVariant", "f64_roundtrip", lambda v: R.RaggedTensorFromVaria
     encoded_ragged=R.RaggedTensorToVariant(rt_nested_splits=[SPLITS], rt_dense_values=v, batched_input=True),
     input_ragged_rank=0, output_ragged_rank=1, Tvalues=f64)[1], v=inp(values("any", (5, 2)), f64),
      covers=("RaggedTensorFromVariant",))
+SPLITS2 = (np.array([0, 2, 3], np.int64), np.array([0, 1, 1, 4], np.int64))    # 2 rows of 2 and 1 lists, 4 values
+case("RaggedTensorToVariant", "f64_unbatched_ragged_rank2", lambda v: R.RaggedTensorFromVariant(
+    encoded_ragged=R.RaggedTensorToVariant(rt_nested_splits=list(SPLITS2), rt_dense_values=v, batched_input=False),
+    input_ragged_rank=2, output_ragged_rank=2, Tvalues=f64)[1] * 3.0, v=inp(values("any", (4, 2)), f64),
+     covers=("RaggedTensorFromVariant",))
+case("RaggedTensorFromVariant", "f32_batched_ragged_rank2", lambda v: R.RaggedTensorFromVariant(
+    encoded_ragged=R.RaggedTensorToVariant(rt_nested_splits=list(SPLITS2), rt_dense_values=v, batched_input=True),
+    input_ragged_rank=1, output_ragged_rank=2, Tvalues=f32)[1], v=inp(values("any", (4,)), f32),
+     covers=("RaggedTensorToVariant",), note="each row is encoded as a ragged tensor of ragged rank 1 and stacked back")
 case("RaggedFillEmptyRows", "f64", lambda v, d: R.RaggedFillEmptyRows(
     value_rowids=np.array([0, 0, 2], np.int64), values=v, nrows=np.int64(4), default_value=d)[1],
      v=inp(values("any", (3,)), f64), d=inp(-1.0, f64))

@@ -34,28 +34,24 @@ sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from sweep import CASES, Case, rng  # noqa: E402
+from sweep import CASES, PRODUCERS, Case, rng  # noqa: E402
 
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 tf1.disable_control_flow_v2()    # v1 loops and conds (Switch/Merge/Enter/...); functional ones are built explicitly
 
 CASE_MODULES = ["cases_math", "cases_array", "cases_nn", "cases_linalg", "cases_image", "cases_signal",
-                "cases_sparse", "cases_control", "cases_misc"]
+                "cases_sparse", "cases_control", "cases_misc", "cases_legacy"]
 
 
-# Differentiable op types of the census (tools/tf_gradient_registry.json, outside the excluded
+# Differentiable op types of the census (gradreg/registry/tf_gradient_registry.json, outside the excluded
 # infrastructure) that no case builds, and why. main() refuses to run if an op type is neither
 # covered by a case nor listed here.
 NO_CASE = {
-    "AllToAll": "a TPU collective: no CPU kernel",
-    "CrossReplicaSum": "a TPU collective: no CPU kernel",
+    **{op: "a TPU collective: TensorFlow has no CPU (nor XLA CPU) kernel; gradreg runs it as one replica, against "
+           "TensorFlow's gradient graph in tests/test_replicas.py" for op in ("AllToAll", "CrossReplicaSum")},
     "QuantizeAndDequantize": "removed at GraphDef version 22: TensorFlow 2.21 refuses to build it",
     "QuantizeAndDequantizeV4Grad": "TensorFlow's rule has the wrong signature (TypeError when differentiated)",
-    **{op: "removed at GraphDef version 16 (V1) / 26 (V2): TensorFlow 2.21 refuses to build it; see the V3 cases"
-       for op in ("TensorArrayConcat", "TensorArrayConcatV2", "TensorArrayGather", "TensorArrayGatherV2",
-                  "TensorArrayRead", "TensorArrayReadV2", "TensorArrayScatter", "TensorArrayScatterV2",
-                  "TensorArraySplit", "TensorArraySplitV2", "TensorArrayWrite", "TensorArrayWriteV2")},
     **{op: "TensorFlow 2.21 builds v1 loops over ref-typed variables with plain Enter/Exit/NextIteration "
            "(it reads the variable first); a hand-built ref loop is not a graph any API writes"
        for op in ("RefEnter", "RefExit", "RefNextIteration")},
@@ -63,7 +59,7 @@ NO_CASE = {
 
 
 def check_every_op_has_a_case() -> None:
-    census = json.loads((HERE.parent.parent.parent / "tools" / "tf_gradient_registry.json").read_text())
+    census = json.loads((HERE.parent.parent.parent / "gradreg" / "registry" / "tf_gradient_registry.json").read_text())
     wanted = {op for op, e in census["ops"].items() if e["tf"] == "differentiable" and not e["excluded"]}
     have = {op for c in CASES for op in (c.op, *c.covers)}
     lacking = sorted(wanted - have - set(NO_CASE))
@@ -83,13 +79,35 @@ def _is_real_or_complex(t) -> bool:
     return t.dtype.is_floating or t.dtype.is_complex
 
 
+def new_graph(family: str):
+    """An empty graph; at the family's GraphDef producer version (PRODUCERS) where it has one."""
+    graph = tf.Graph()
+    if family in PRODUCERS:
+        from tensorflow.core.framework import graph_pb2
+        versions = graph_pb2.GraphDef()
+        versions.versions.producer = PRODUCERS[family]
+        with graph.as_default():
+            tf.graph_util.import_graph_def(versions, name="")
+    return graph
+
+
+def _outputs(c: Case, out) -> list:
+    return c.ys(out) if c.ys else [t for t in _flatten(out) if _is_real_or_complex(t)]
+
+
 def build(c: Case, graph) -> dict:
-    """Build case ``c``'s forward graph in ``graph`` under the scope ``c.id``; returns the tensors."""
+    """Build case ``c``'s forward graph in ``graph`` under the scope ``c.id``; returns the tensors.
+    ``ys`` are the case's outputs; ``reference_ys`` those whose values are stored and
+    ``grad_ys`` those TensorFlow differentiates: the twin's where the case has one."""
     with graph.as_default(), tf.name_scope(c.id + "/"):
         before = set(tf1.global_variables())
         placeholders = {name: tf1.placeholder(i.dtype, i.static_shape, name=name) for name, i in c.inputs.items()}
         out = c.build(**placeholders)
-        ys = c.ys(out) if c.ys else [t for t in _flatten(out) if _is_real_or_complex(t)]
+        ys = _outputs(c, out)
+        twin_ys = ys
+        if c.twin is not None:
+            with tf.name_scope("twin"):
+                twin_ys = _outputs(c, c.twin(**placeholders))
         xs = [placeholders[n] for n, i in c.inputs.items() if i.differentiable]
         if isinstance(out, dict):
             xs += list(out.get("xs", []))
@@ -101,12 +119,12 @@ def build(c: Case, graph) -> dict:
             random_outputs = [t for op in graph.get_operations() if op.type == c.op and op.name.startswith(c.id + "/")
                               for t in op.outputs]
     return {"placeholders": placeholders, "ys": ys, "xs": xs, "cots": cots, "init": init,
-            "random_outputs": random_outputs}
+            "random_outputs": random_outputs, "grad_ys": twin_ys, "reference_ys": ys if c.tf_runs else twin_ys}
 
 
 def add_gradients(c: Case, graph, t: dict) -> None:
     with graph.as_default(), tf.name_scope(c.id + "/"):
-        t["grads"] = tf.gradients(t["ys"], t["xs"], grad_ys=t["cots"], name="gradients")
+        t["grads"] = tf.gradients(t["grad_ys"], t["xs"], grad_ys=t["cots"], name="gradients")
 
 
 def _grad_fetches(grads) -> list:
@@ -145,7 +163,7 @@ def run_case(c: Case, sess, t: dict, y_shapes) -> dict:
     feeds = feeds_of(c, t, y_shapes)
     if t["init"] is not None:
         sess.run(t["init"])
-    fetches = {"ys": t["ys"], "grads": _grad_fetches(t["grads"]), "random": t["random_outputs"]}
+    fetches = {"ys": t["reference_ys"], "grads": _grad_fetches(t["grads"]), "random": t["random_outputs"]}
     fetched = sess.run({k: [g for g in v if g is not None] for k, v in fetches.items()}, feeds)
     grads = iter(fetched["grads"])
     fetched["grads"] = [None if g is None else next(grads) for g in fetches["grads"]]
@@ -163,9 +181,56 @@ def _first_message_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
+def _named(x):
+    """Tensors and operations (in lists, tuples and dicts) as their names."""
+    if isinstance(x, dict):
+        return {_named(k): _named(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_named(v) for v in x)
+    return x.name if isinstance(x, (tf.Tensor, tf.Operation)) else x
+
+
+def _nodes(x) -> set:
+    if isinstance(x, dict):
+        return set().union(*(_nodes(v) for v in x.values())) if x else set()
+    if isinstance(x, (list, tuple)):
+        return set().union(*(_nodes(v) for v in x)) if x else set()
+    if isinstance(x, tf.Tensor):
+        return {x.op.name}
+    return {x.name} if isinstance(x, tf.Operation) else set()
+
+
+class Runner:
+    """A session of ``graph`` cut down to what the cases fetch and feed (``tensors``): a case whose op
+    has no CPU kernel (``tf_runs=False``) keeps it in the graph written to disk, but TensorFlow's
+    placer refuses a graph holding it, so the session runs the rest. Fetches and feeds go by name."""
+
+    def __init__(self, graph, tensors):
+        kept = tf1.graph_util.extract_sub_graph(graph.as_graph_def(), sorted(_nodes(tensors)))
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            tf.graph_util.import_graph_def(kept, name="")
+        self.session = tf1.Session(graph=self.graph)
+
+    def run(self, fetches, feed_dict=None):
+        return self.session.run(_named(fetches), _named(feed_dict or {}))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.session.close()
+
+
+def _fetched(t: dict) -> list:
+    """What a case's runs fetch and feed."""
+    return [t["placeholders"], t["reference_ys"], t["grad_ys"], t["cots"], t["random_outputs"],
+            _grad_fetches(t.get("grads") or []), t["init"]]
+
+
 def validate(c: Case) -> tuple[list, str | None]:
     """Build and run ``c`` in a graph of its own: the output shapes, or TensorFlow's error."""
-    graph = tf.Graph()
+    graph = new_graph(c.family)
     try:
         t = build(c, graph)
         if not t["ys"]:
@@ -174,18 +239,28 @@ def validate(c: Case) -> tuple[list, str | None]:
         absent = [op for op in (c.op, *c.covers) if op not in present]
         if absent:
             return [], f"the graph has no {', '.join(absent)} node"
-        with tf1.Session(graph=graph) as sess:
+        with Runner(graph, _fetched(t)) as sess:
             if t["init"] is not None:
                 sess.run(t["init"])
-            shapes = [np.shape(v) for v in sess.run(t["ys"], feeds_of(c, t))]
+            values = sess.run(t["reference_ys"], feeds_of(c, t))
+            if c.twin is not None and c.tf_runs:
+                _check_twin(c, values, sess.run(t["grad_ys"], feeds_of(c, t)))
+            shapes = [np.shape(v) for v in values]
         add_gradients(c, graph, t)
         if all(g is None for g in t["grads"]):
             return [], "TensorFlow gives no gradient for any input"
-        with tf1.Session(graph=graph) as sess:
+        with Runner(graph, _fetched(t)) as sess:
             run_case(c, sess, t, shapes)
         return shapes, None
     except Exception as exc:   # recorded in index.json: TensorFlow refused this case
         return [], f"{type(exc).__name__}: {_first_message_line(str(exc))[:300]}"
+
+
+def _check_twin(c: Case, values: list, twin_values: list) -> None:
+    """A twin must compute the case's function: TensorFlow's values of both agree."""
+    for value, twin in zip(values, twin_values):
+        if np.shape(value) != np.shape(twin) or not np.allclose(value, twin, rtol=1e-5, atol=1e-6):
+            raise ValueError(f"{c.id}: the twin's values differ from the op's")
 
 
 PRECISE = (tf.float64, tf.complex128)
@@ -209,7 +284,7 @@ def finite_difference_check(c: Case, sess, t: dict, got: dict) -> list | None:
         sess.run(t["init"])
 
     def loss(feeds):
-        values = sess.run(t["ys"], feeds)
+        values = sess.run(t["reference_ys"], feeds)
         return sum(float(np.real(np.sum(np.conj(base[cot]).astype(np.complex128) * y))) for cot,
                    y in zip(t["cots"], values))
     out = []
@@ -294,7 +369,7 @@ def _one_line_each(version: str, records: list, arrays: dict) -> str:
 
 
 def write_family(name: str, cases: list[Case], shapes: dict) -> list[dict]:
-    graph = tf.Graph()
+    graph = new_graph(name)
     tensors = {c.id: build(c, graph) for c in cases}
     forward = graph.as_graph_def()
     for c in cases:
@@ -304,14 +379,14 @@ def write_family(name: str, cases: list[Case], shapes: dict) -> list[dict]:
     if stray:
         raise RuntimeError(f"{name}: nodes outside every case scope: {stray[:5]}")
     packer, records = Packer(), []
-    with tf1.Session(graph=graph) as sess:
+    with Runner(graph, [_fetched(tensors[c.id]) for c in cases]) as sess:
         for c in cases:
             t = tensors[c.id]
             got = run_case(c, sess, t, shapes[c.id])
             grads = _grad_fetches(t["grads"])
             record = {
                 "id": c.id, "op": c.op, "covers": [c.op, *c.covers], "variant": c.variant, "note": c.note,
-                "random": c.random,
+                "random": c.random, "twin": c.twin is not None, "tf_runs": c.tf_runs,
                 "inputs": [{"name": p.name, "diff": c.inputs[n].differentiable,
                             "array": packer.put(f"{c.id}|{p.name}", got["feeds"][p.name])}
                            for n, p in t["placeholders"].items()],
@@ -343,7 +418,7 @@ def write_opdefs() -> None:
     so the tests compare gradreg's definitions with TensorFlow's without TensorFlow."""
     from tensorflow.core.framework import op_def_pb2
     from tensorflow.python.framework import op_def_registry
-    census = json.loads((HERE.parent.parent.parent / "tools" / "tf_gradient_registry.json").read_text())
+    census = json.loads((HERE.parent.parent.parent / "gradreg" / "registry" / "tf_gradient_registry.json").read_text())
     names = set(census["ops"])
     for path in HERE.glob("*.json"):
         if path.name != "index.json":

@@ -53,6 +53,11 @@ class Case:
     note: str = ""
     covers: tuple = ()     # further op types the case exercises (v1 loops: Enter, Exit, Merge, ...)
     ys: Callable | None = None   # pick the differentiated outputs from build's result
+    # Where TensorFlow cannot differentiate the op (or run it: ``tf_runs=False``, no CPU kernel),
+    # ``twin`` builds the same function from ops it can (same placeholders, same outputs): its
+    # gradients (and, without a kernel, its values) are the reference; see README.md.
+    twin: Callable | None = None
+    tf_runs: bool = True
 
     @property
     def id(self) -> str:
@@ -61,6 +66,9 @@ class Case:
 
 CASES: list[Case] = []
 _FAMILY = ["misc"]
+# The GraphDef producer version a family's graphs are built at, where not TensorFlow's own: ops
+# TensorFlow removed from GraphDefs (TensorArray v1 at 16, V2 at 26) build only below it.
+PRODUCERS = {"legacy": 15}
 
 
 def family(name: str) -> None:
@@ -69,7 +77,7 @@ def family(name: str) -> None:
 
 
 def case(op: str, variant: str, build: Callable, **inputs: Input) -> Case:
-    options = {k: inputs.pop(k) for k in ("random", "note", "ys", "covers") if k in inputs}
+    options = {k: inputs.pop(k) for k in ("random", "note", "ys", "covers", "twin", "tf_runs") if k in inputs}
     c = Case(op, variant, _FAMILY[0], build, inputs, **options)
     if any(existing.id == c.id for existing in CASES):
         raise ValueError(f"duplicate case {c.id}")

@@ -8,8 +8,10 @@ Writes next to this script:
 * ``stateless.pb`` — a GraphDef of the stateless ops (v1 and V2, every dtype, int32 and int64
   seeds, output sizes that are not multiples of four, counters whose low word wraps, large
   outputs that cross gradreg's chunk boundaries, StatelessMultinomial with non-finite
-  logits), all inputs constants. TensorFlow runs with one intra-op thread: with more, its
-  values for the large StatelessMultinomial case depend on the thread count;
+  logits, StatelessParameterizedTruncatedNormal by each of its sampling methods), all inputs
+  constants. TensorFlow runs with one intra-op thread: with more, its values for the large
+  StatelessMultinomial and StatelessParameterizedTruncatedNormal cases depend on the thread
+  count;
 * ``stateful.pb`` — RandomUniform, RandomStandardNormal, TruncatedNormal, RandomUniformInt
   with seed attrs, and tf.nn.dropout with a graph seed, as TensorFlow 1 graph mode builds
   them; TensorFlow ran the graph three times in one session (the generators advance);
@@ -179,6 +181,31 @@ def _stateless_multinomials(fetches: list, i: int, logits_rng: np.random.RandomS
     return i
 
 
+# StatelessParameterizedTruncatedNormal: (name, shape, means, stddevs, minvals, maxvals), one per
+# sampling method TensorFlow picks from the bounds (normal, uniform or exponential proposals,
+# the mirrored lower tail), parameters broadcast against each other, and outputs large enough
+# that TensorFlow's thread pool would split them (one intra-op thread: see main()).
+TRUNCATED = [("normal", [2, 3], [0.0, 1.0, -1.0], [1.0, 2.0, 0.5], -3.0, [3.0, 3.0, 4.0]),
+             ("uniform", [5, 2], 0.0, 1.0, [0.5, 0.2], [0.8, 0.6]),
+             ("exponential", [7], 0.0, 1.0, 2.5, np.inf),
+             ("lower_tail", [6], 0.0, 1.0, -np.inf, -2.0),
+             ("above_mean", [6], 3.0, 1.0, -1.0, 1.0),
+             ("broadcast", [4, 2, 3], [0.0, 1.0, 2.0], 1.5, [[-1.0], [0.0]], 4.0),
+             ("large", [100, 10], 0.0, 1.0, -1.0, 2.0),
+             ("large_exponential", [300, 4], 1.0, 2.0, [5.0, 6.0, 7.0, 8.0], np.inf)]
+
+
+def _parameterized_truncated_normals(fetches: list, i: int) -> int:
+    for dtype in (tf.float16, tf.float32, tf.float64):
+        for name, shape, *params in TRUNCATED:
+            means, stddevs, minvals, maxvals = (tf.constant(p, dtype) for p in params)
+            t = raw.StatelessParameterizedTruncatedNormal(shape=shape, seed=_seed(i), means=means, stddevs=stddevs,
+                                                          minvals=minvals, maxvals=maxvals)
+            fetches.append((f"StatelessParameterizedTruncatedNormal_{name}_{dtype.name}_{i}", t, None))
+            i += 1
+    return i
+
+
 def stateless_graph(cases: Cases) -> None:
     graph = tf.Graph()
     fetches: list = []   # (name, tensor, keep)
@@ -192,6 +219,7 @@ def stateless_graph(cases: Cases) -> None:
         fetches.append(("GetAlg", raw.StatelessRandomGetAlg(), None))
         logits_rng = np.random.RandomState(5)
         i = _stateless_multinomials(fetches, i, logits_rng)
+        i = _parameterized_truncated_normals(fetches, i)
         # Large enough that TensorFlow splits the rows among its threads unless it has one.
         large_logits = tf.constant(logits_rng.standard_normal((60, 20)), tf.float32)
         single_thread = raw.StatelessMultinomial(logits=large_logits, num_samples=100, seed=_seed(3))
@@ -333,9 +361,10 @@ def keras_initializers(cases: Cases) -> None:
 
 
 def main() -> None:
-    # Above a size, TensorFlow's StatelessMultinomial values depend on its intra-op thread
-    # count (each thread starts its rows at another stream offset); with one they are
-    # gradreg's. Every other op here gives the same values whatever the thread count.
+    # Above a size, TensorFlow's StatelessMultinomial and StatelessParameterizedTruncatedNormal
+    # values depend on its intra-op thread count (each thread starts its share at another
+    # stream offset); with one they are gradreg's. Every other op here gives the same values
+    # whatever the thread count.
     tf.config.threading.set_intra_op_parallelism_threads(1)
     cases = Cases()
     stateless_graph(cases)

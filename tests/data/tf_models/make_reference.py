@@ -39,11 +39,12 @@ GROUPS = {
     "tf1_cases": [
         "tf1_train_ref_sgd", "tf1_train_ref_adam", "tf1_train_resource_sgd", "tf1_train_resource_adam",
         "tf1_dynamic_rnn", "tf1_sliced_rnn", "tf1_while_reads_variable", "tf1_cond_reads_variable", "tf1_ref_loop",
-        "tf1_v2_control_flow_resource",
+        "tf1_v2_control_flow_resource", "tf1_train_block_lstm", "tf1_map_fn_ragged", "tf1_map_fn_ragged_v2",
     ],
     "saved_model_cases": [
         "saved_models/module_two_signatures", "saved_models/keras_export", "saved_models/while_loop",
         "saved_models/keras_lstm", "saved_models/keras_cnn", "saved_models/v1_checkpoint",
+        "saved_models/custom_gradients", "saved_models/keras_efficientnet", "saved_models/while_cond",
     ],
 }
 ALL = [name for names in GROUPS.values() for name in names]

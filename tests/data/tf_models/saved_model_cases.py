@@ -9,7 +9,9 @@ case.json, inputs.npz and expected.npz. The values come from TensorFlow loading 
   and listed with the variable's name (not unique: Keras' export tracks each variable twice,
   under variables/N and _all_variables/M, and after loading those are two objects of one name of
   which only one is captured by the signatures; the other's gradient is None);
-- every variable's value as stored in variables/ (by checkpoint key).
+- every variable's value as stored in variables/ (by checkpoint key);
+- (cases made since the custom gradients) for a non-scalar output, its gradients w.r.t. the
+  float inputs with a cotangent of ones too, what `gradreg grad DIR` computes (din_ones:...).
 v1_checkpoint: tf.compat.v1.train.Saver's model.ckpt-N.{index,data-00000-of-00001,meta} and
 `checkpoint` of a small graph trained a few steps, with the values and the loss they give.
 """
@@ -64,6 +66,63 @@ class WhileLoop(tf.Module):
         return {"y": h}
 
 
+class CustomGradients(tf.Module):
+    """Two tf.custom_gradient nodes: one whose gradient function captures an intermediate tensor
+    of the forward function and is not the derivative (a damped, clipped pass-through: only the
+    stored function gives TensorFlow's numbers), and tf.nn.silu's (captures its input and beta)."""
+
+    def __init__(self, rng):
+        super().__init__(name="custom_gradients")
+        self.w = tf.Variable(rng.normal(0, 0.8, (4, 3)).astype(np.float32), name="w")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    def predict(self, x):
+        @tf.custom_gradient
+        def damped(h):
+            decay = tf.exp(-tf.abs(h))
+
+            def grad(dy):
+                return tf.clip_by_value(dy * decay, -0.3, 0.3)
+            return 2.0 * h, grad
+        return {"y": tf.nn.silu(damped(tf.matmul(x, self.w)))}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    def loss(self, x):
+        return {"loss": tf.reduce_sum(tf.square(self.predict(x)["y"]))}
+
+
+class WhileCond(tf.Module):
+    """A tf.while_loop over the rows of a variable-length input, a data-dependent tf.cond in its
+    body and another after it (issue 28's model: differentiating and freezing it met shapes of
+    unknown rank). The same on the rows reversed and negated as a second signature, so that between them
+    both branches of each cond run."""
+
+    def __init__(self, rng):
+        super().__init__(name="while_cond")
+        self.w = tf.Variable(rng.normal(0, 0.5, (3, 3)).astype(np.float32), name="w")
+        self.v = tf.Variable(rng.normal(0, 0.5, (3,)).astype(np.float32), name="v")
+
+    def _run(self, xs):
+        n = tf.shape(xs)[0]
+        w = self.w.read_value()
+
+        def body(i, h):
+            x = xs[i]
+            h = tf.cond(tf.reduce_sum(x) > 0, lambda: tf.tanh(tf.linalg.matvec(w, h) + x), lambda: 0.5 * h + x)
+            return i + 1, h
+        _, h = tf.while_loop(lambda i, h: i < n, body, [tf.constant(0), tf.zeros_like(xs[0])])
+        return {"y": tf.cond(tf.reduce_sum(h) > 0, lambda: tf.reduce_sum(h * self.v),
+                             lambda: tf.reduce_sum(tf.square(h)))}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name="xs")])
+    def forward(self, xs):
+        return self._run(xs)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name="xs")])
+    def reversed(self, xs):
+        return self._run(-tf.reverse(xs, [0]))
+
+
 def save_module(rng, path):
     module = TwoSignatures(rng)
     tf.saved_model.save(module, str(path), signatures={"serving_default": module.predict, "loss": module.loss})
@@ -75,6 +134,22 @@ def save_while_loop(rng, path):
     module = WhileLoop(rng)
     tf.saved_model.save(module, str(path), signatures={"serving_default": module.__call__})
     return {"serving_default": {"x": rng.normal(0, 1, (2, 3)).astype(np.float32)}}
+
+
+def save_while_cond(rng, path):
+    module = WhileCond(rng)
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.forward,
+                                                       "reversed": module.reversed})
+    xs = np.array([[0.9, -0.2, 0.4], [-1.1, 0.3, -0.5], [0.2, 0.8, -0.3], [-0.4, -0.6, 0.1], [1.2, -0.3, 0.5]],
+                  np.float32)
+    return {"serving_default": {"xs": xs}, "reversed": {"xs": xs}}
+
+
+def save_custom_gradients(rng, path):
+    module = CustomGradients(rng)
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.predict, "loss": module.loss})
+    x = rng.normal(0, 1, (3, 4)).astype(np.float32)
+    return {"serving_default": {"x": x}, "loss": {"x": x}}
 
 
 def export_keras(model, path, inputs: dict):
@@ -112,6 +187,29 @@ def save_keras_cnn(rng, path):
     return export_keras(model, path, {"image": rng.normal(0, 1, (2, 6, 6, 2)).astype(np.float32)})
 
 
+def save_keras_efficientnet(rng, path):
+    """keras.applications' EfficientNet builder itself (B0's seven stages of MBConv blocks, swish,
+    squeeze-excite, the rescaling and normalization stem) at width and depth 0.1 (each stage one
+    block of at least 8 channels), 32x32 inputs, 10 logits; statistics, gammas, betas and biases
+    randomized. EfficientNetB0 proper would be 34 MB."""
+    from keras.src.applications.efficientnet import EfficientNet
+    from keras_models import images, randomize_constant_weights
+    image = keras.Input((32, 32, 3), name="image")
+    model = EfficientNet(0.1, 0.1, 32, input_tensor=image, weights=None, classes=10, classifier_activation=None,
+                         name="efficientnet_small")
+    randomize_constant_weights(model, rng)
+    for v in model.variables:
+        if v.path.endswith("/variance"):       # the Normalization stem's: positive
+            v.assign(rng.uniform(0.5, 1.5, v.shape).astype(np.float32))
+    pixels = (images(rng, 2, 32) + 1.0) * 127.5          # EfficientNet rescales 0..255 itself
+    model.export(str(path), verbose=False)
+    return {"serving_default": {"image": pixels}}
+
+
+# Cases whose gradients are far below the corpus' absolute tolerance (2e-5): an input gradient
+# through EfficientNet's 1/255 rescaling is ~1e-5. Only the relative terms count there.
+TOLERANCES = {"keras_efficientnet": {"rtol": 2e-3, "atol": 0.0, "atol_scale": 1e-4}}
+
 SAVED_MODELS = {
     "module_two_signatures": (save_module, "tf.Module with named variables (dense/kernel, dense/bias, a "
                               "non-trainable temperature) and two signatures: serving_default and loss"),
@@ -121,6 +219,14 @@ SAVED_MODELS = {
     "keras_lstm": (save_keras_lstm, "Keras LSTM + Dense exported with model.export"),
     "keras_cnn": (save_keras_cnn, "Keras CNN (Conv2D, BatchNormalization with moving statistics set, ReLU, "
                   "MaxPooling2D, Flatten, Dense softmax) exported with model.export"),
+    "while_cond": (save_while_cond, "tf.Module: tf.while_loop over a variable-length input ([None, None]) with "
+                   "a tf.cond in its body and a data-dependent tf.cond after it; signatures serving_default and "
+                   "reversed (the rows reversed and negated), which between them take every branch"),
+    "custom_gradients": (save_custom_gradients, "tf.Module with two tf.custom_gradient nodes (a damped pass-through "
+                         "capturing an intermediate tensor, tf.nn.silu), saved with their gradient functions; "
+                         "signatures serving_default and a scalar loss"),
+    "keras_efficientnet": (save_keras_efficientnet, "keras.applications' EfficientNet (swish, squeeze-excite) at "
+                           "width and depth 0.1, 32x32, exported with model.export: custom gradients saved"),
 }
 
 
@@ -188,6 +294,13 @@ def signature_values(loaded, calls: dict, variables: dict, rng):
             prefix = f"{sig_name}/{out_name}"
             if cot is not None:
                 inputs[f"grad_ys:{prefix}"] = cot
+                # what the command line computes (the ys weighted by ones)
+                with tf.GradientTape() as tape:
+                    tape.watch([tensors[k] for k in float_inputs])
+                    out = fn(**tensors)[out_name]
+                for k, g in zip(float_inputs, tape.gradient(out, [tensors[k] for k in float_inputs])):
+                    if g is not None:
+                        expected[f"din_ones:{prefix}/{k}"] = np.asarray(tf.convert_to_tensor(g))
             entry = {"signature": sig_name, "output": out_name, "grad_ys": None if cot is None else f"grad_ys:{prefix}",
                      "inputs": {}, "variables": {}}
             for k, g in zip(float_inputs, grads[:len(float_inputs)]):
@@ -221,7 +334,7 @@ def write_saved_model_case(name: str, directory: pathlib.Path) -> None:
         "variables": {k: {"name": v.name[:-2], "dtype": v.dtype.name, "shape": v.shape.as_list(),
                           "trainable": bool(v.trainable)} for k, (v, _) in variables.items()},
         "gradients": gradients,
-        "tolerance": default_tolerance(np.float32),
+        "tolerance": TOLERANCES.get(name, default_tolerance(np.float32)),
         "tensorflow_version": tf.__version__, "keras_version": keras.__version__,
     }
     (directory / "case.json").write_text(json.dumps(meta, indent=1) + "\n")

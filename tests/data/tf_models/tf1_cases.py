@@ -142,6 +142,52 @@ def v2_control_flow_resource(rng):
     return {"feeds": [x, branch], "fetches": [y], "ys": [y], "cotangent": True, "xs": [x, w, b]}
 
 
+def block_lstm(rng):
+    """TF1's LSTMBlockFusedCell as its graph holds it: BlockLSTM (peepholes, forget_bias 1, cell_clip 3)
+    over a [6, 3, 4] sequence with seq_len_max 5 (the last step is padding), the last valid h through
+    a dense layer to a mean softmax cross-entropy; ref variables, trained by SGD."""
+    x = tf1.placeholder(tf.float32, [6, 3, 4], name="x")
+    labels = tf1.placeholder(tf.int32, [3], name="labels")
+    cell = 5
+    w = variable("lstm/kernel", rng.normal(0, 0.8, (4 + cell, 4 * cell)).astype(np.float32), resource=False)
+    b = variable("lstm/bias", rng.normal(0, 0.3, (4 * cell,)).astype(np.float32), resource=False)
+    peepholes = [variable(f"lstm/{n}", rng.normal(0, 0.5, (cell,)).astype(np.float32), resource=False)
+                 for n in ("w_i_diag", "w_f_diag", "w_o_diag")]
+    w_out = variable("dense/kernel", rng.normal(0, 0.5, (cell, 2)).astype(np.float32), resource=False)
+    zeros = tf.zeros([3, cell])
+    _, cs, _, _, _, _, h = tf.raw_ops.BlockLSTM(seq_len_max=tf.constant(5, tf.int64), x=x, cs_prev=zeros,
+                                                h_prev=zeros, w=w, wci=peepholes[0], wcf=peepholes[1],
+                                                wco=peepholes[2], b=b, forget_bias=1.0, cell_clip=3.0,
+                                                use_peephole=True)
+    logits = tf.matmul(h[4], w_out) + tf.reduce_mean(cs[4], axis=1, keepdims=True)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits), name="loss")
+    return {"feeds": [x, labels], "fetches": [loss, tf.identity(h, name="h")], "ys": [loss], "cotangent": False,
+            "xs": [x, w, b, *peepholes, w_out]}
+
+
+def map_fn_ragged(rng):
+    """tf.map_fn over the rows of a ragged tensor [4, None, 3] (one row empty): per row, a dense
+    layer's tanh summed over the row's items (a dense [4, 4] result), and the row scaled by the
+    weights' sum (a ragged result). Each row travels as a RaggedTensorToVariant encoding through a
+    TensorArray (control flow v1) or a TensorList (v2); the loop body decodes it."""
+    x = tf1.placeholder(tf.float32, [6, 3], name="x")
+    w = variable("w", rng.normal(0, 0.6, (3, 4)).astype(np.float32), resource=False)
+    rows = tf.RaggedTensor.from_row_splits(x, tf.constant([0, 2, 2, 5, 6], tf.int64))
+    summed = tf.map_fn(lambda row: tf.reduce_sum(tf.tanh(tf.matmul(row, w)), axis=0), rows,
+                       fn_output_signature=tf.float32)
+    scaled = tf.map_fn(lambda row: row * tf.reduce_sum(w), rows,
+                       fn_output_signature=tf.RaggedTensorSpec([None, 3], tf.float32, ragged_rank=0))
+    summed, scaled = tf.identity(summed, name="summed"), tf.identity(scaled.flat_values, name="scaled")
+    return {"feeds": [x], "fetches": [summed, scaled], "ys": [summed, scaled], "cotangent": True, "xs": [x, w]}
+
+
+def block_lstm_values(rng, steps=3):
+    """Feeds for block_lstm: inputs large enough that the cell state reaches the clip."""
+    return {"x:0": rng.normal(0, 2, (6, 3, 4)).astype(np.float32), "labels:0": np.array([0, 1, 1], np.int32),
+            "train/x:0": rng.normal(0, 2, (steps, 6, 3, 4)).astype(np.float32),
+            "train/labels:0": rng.integers(0, 2, (steps, 3)).astype(np.int32)}
+
+
 # --- building and writing ---------------------------------------------------------------------------
 
 def build(model, seed: int, mode: str, train: dict | None = None):
@@ -270,8 +316,17 @@ def simple_case(model, description, v2=False, extra_values=None):
 
 
 def model_input(name, rng):
-    shapes = {"tf1_dynamic_rnn": (2, 5, 3), "tf1_ref_loop": (3,), "tf1_sliced_rnn": (7, 3, 4)}
+    shapes = {"tf1_dynamic_rnn": (2, 5, 3), "tf1_ref_loop": (3,), "tf1_sliced_rnn": (7, 3, 4),
+              "tf1_map_fn_ragged": (6, 3), "tf1_map_fn_ragged_v2": (6, 3)}
     return rng.normal(0, 1, shapes.get(name, (2, 3))).astype(np.float32)
+
+
+def block_lstm_case(name, directory):
+    write_tf1_case(directory, name, block_lstm, block_lstm_values(np.random.default_rng(seed_for(name))),
+                   "TF1 LSTMBlockFusedCell training graph: BlockLSTM with peepholes and cell clipping over a padded "
+                   "sequence, ref variables, GradientDescentOptimizer(0.1).minimize, 3 steps",
+                   train={"resource": False, "optimizer": lambda: tf1.train.GradientDescentOptimizer(0.1),
+                          "description": "GradientDescentOptimizer(0.1)"})
 
 
 CASES = {
@@ -289,6 +344,13 @@ CASES = {
     "tf1_cond_reads_variable": simple_case(cond_reads_variable, "v1 tf.cond reading ref and resource variables; "
                                            "a second cond assigns to a ref variable (RefSwitch/RefMerge)"),
     "tf1_ref_loop": simple_case(ref_loop, "v1 while_loop carrying a ref variable (all Ref* control-flow ops)"),
+    "tf1_train_block_lstm": block_lstm_case,
+    "tf1_map_fn_ragged": simple_case(map_fn_ragged, "tf.map_fn over the rows of a ragged tensor, dense and ragged "
+                                     "results (RaggedTensorToVariant/FromVariant, a TensorArray of row encodings, "
+                                     "control flow v1)"),
+    "tf1_map_fn_ragged_v2": simple_case(map_fn_ragged, "tf.map_fn over the rows of a ragged tensor, dense and ragged "
+                                        "results (a TensorList of row encodings in a While, control flow v2)",
+                                        v2=True),
     "tf1_v2_control_flow_resource": simple_case(v2_control_flow_resource, "control flow v2 in graph mode: "
                                                 "While, If and Case reading resource variables", v2=True,
                                                 extra_values={"branch:0": np.array(1, np.int32)}),

@@ -25,14 +25,8 @@ from gradreg.build.builders import apply_op
 from gradreg.build.functions import function_graph
 from gradreg.model import dtypes
 from gradreg.model.graph import Operation, Tensor, get_default_graph
-from gradreg_plugins.onnx.grads.common import (
-    const_like,
-    fail,
-    gradient,
-    is_float,
-    onnx_op,
-    zeros_like,
-)
+from gradreg_plugins.onnx import family
+from gradreg_plugins.onnx.grads.common import const_like, fail, is_float, onnx_op, per_input, zeros_like
 from gradreg_plugins.onnx.nodes import captured_inputs, onnx_inputs
 from gradreg_plugins.onnx.subgraphs import function_def, inline, trace_body
 
@@ -85,19 +79,19 @@ def _specs(tensors: Sequence[Tensor]) -> list[tuple[Any, Any]]:
 
 # -- If -------------------------------------------------------------------------------------------------
 
-@gradient("onnx::If")
+@family.gradient("onnx::If")
 def _if_grad(op, *grads):
     """An If of the branches' gradient functions: each takes the captured values and the output
     gradients (captured too) and returns the captured values' gradients."""
     captured = captured_inputs(op)
     if not captured:
-        return (None,)
+        return per_input(op, None)
     out_grads = _output_grads(op, grads)
     branches = {attr: body_gradient(op, attr) for attr in ("then_branch", "else_branch")}
     d_captured = onnx_op("If", op.inputs[0], captured=captured + out_grads, outputs=len(captured),
                          output_types=[t.known_dtype.base_dtype for t in captured], **branches)
     d_captured = (d_captured,) if len(captured) == 1 else d_captured
-    return (None,) + tuple(d if is_float(t) else None for t, d in zip(captured, d_captured))
+    return per_input(op, (None,) + tuple(d if is_float(t) else None for t, d in zip(captured, d_captured)))
 
 
 # -- Scan -----------------------------------------------------------------------------------------------
@@ -107,7 +101,7 @@ def _ints(op: Operation, name: str, n: int) -> list[int]:
     return [int(v) for v in value] if value else [0] * n
 
 
-@gradient("onnx::Scan")
+@family.gradient("onnx::Scan")
 def _scan_grad(op, *grads):
     inputs = onnx_inputs(op)
     captured = captured_inputs(op)
@@ -147,7 +141,7 @@ def _scan_grad(op, *grads):
     d_states, d_acc, d_xs = result[:n_state], result[n_state:n_state + len(acc)], result[n_state + len(acc):]
     by_acc = dict(zip([id(t) for t in acc], d_acc))
     by_position = [d if is_float(t) else None for t, d in zip(list(states) + list(xs), d_states + d_xs)]
-    return by_position + [by_acc.get(id(t)) for t in captured]
+    return per_input(op, by_position + [by_acc.get(id(t)) for t in captured])
 
 
 def _element_specs(tensors: Sequence[Tensor], axes: Sequence[int]) -> list[tuple[Any, Any]]:
@@ -185,7 +179,7 @@ def _recorded_states(op, body: str, states, xs, captured, in_axes, in_dirs, out_
 
 # -- Loop -----------------------------------------------------------------------------------------------
 
-@gradient("onnx::Loop")
+@family.gradient("onnx::Loop")
 def _loop_grad(op, *grads):
     inputs = onnx_inputs(op)
     trip, cond, carried = inputs[0], inputs[1], list(inputs[2:])
@@ -218,8 +212,8 @@ def _loop_grad(op, *grads):
     result = list(result) if isinstance(result, tuple) else [result]
     d_carried, d_acc = result[:n], result[n:]
     by_acc = dict(zip([id(t) for t in acc], d_acc))
-    return [None, None] + [d if is_float(t) else None for t, d in zip(carried, d_carried)] + \
-        [by_acc.get(id(t)) for t in captured]
+    return per_input(op, [None, None] + [d if is_float(t) else None for t, d in zip(carried, d_carried)] + \
+        [by_acc.get(id(t)) for t in captured])
 
 
 def _recorded_iterations(op, body: str, trip, cond, carried, captured) -> tuple[Tensor, list[Tensor]]:

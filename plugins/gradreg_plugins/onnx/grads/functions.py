@@ -4,14 +4,20 @@ gradient of that body, instantiated on the op's inputs (:mod:`gradreg_plugins.on
 from __future__ import annotations
 
 from gradreg_plugins.onnx import family
-from gradreg_plugins.onnx.expand import expand_function
-from gradreg_plugins.onnx.grads.common import gradient, through
+from gradreg_plugins.onnx.grads.common import per_input, through
 from gradreg_plugins.onnx.schemas import all_schemas
 
 
 def function_body_grad(op, *grads):
-    """Differentiate ``op`` through its schema's function body."""
+    """Differentiate ``op`` through its schema's function body: its gradients by ONNX input position."""
+    # an optional dependency: function bodies come from the onnx package, which the family's other
+    # rules do without
+    from gradreg_plugins.onnx.expand import expand_function
     return through(op, grads, lambda *inputs: expand_function(op, inputs))
+
+
+def _function_body_rule(op, *grads):
+    return per_input(op, function_body_grad(op, *grads))
 
 
 def register_function_body_gradients() -> list[str]:
@@ -20,6 +26,6 @@ def register_function_body_gradients() -> list[str]:
     covered = []
     for schema in all_schemas():
         if schema.has_function and schema.op_type not in family.gradients and not schema.has_subgraphs:
-            gradient(schema.op_type)(function_body_grad)
+            family.gradient(schema.op_type)(_function_body_rule)
             covered.append(schema.op_type)
     return covered

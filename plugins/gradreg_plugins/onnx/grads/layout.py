@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradreg_plugins.onnx import family
 from gradreg_plugins.onnx.grads.common import (
     axis_of,
     const_like,
     fail,
-    gradient,
     index_adjoint,
     ints,
     iota_like,
     is_float,
     ones_like,
     onnx_op,
+    per_input,
     reduce_to,
     scatter_add_flat,
     shape_of,
@@ -29,19 +30,19 @@ from gradreg_plugins.onnx.nodes import onnx_inputs
 
 
 def _reshaped_back(op, g):
-    return (onnx_op("Reshape", g, shape_of(op.inputs[0])),)
+    return per_input(op, onnx_op("Reshape", g, shape_of(op.inputs[0])))
 
 
 for _op_type in ("onnx::Reshape", "onnx::Flatten", "onnx::Squeeze", "onnx::Unsqueeze"):
-    gradient(_op_type)(_reshaped_back)
+    family.gradient(_op_type)(_reshaped_back)
 
 
-@gradient("onnx::Expand")
+@family.gradient("onnx::Expand")
 def _expand_grad(op, g):
-    return reduce_to(g, op.inputs[0]), None
+    return per_input(op, (reduce_to(g, op.inputs[0]), None))
 
 
-@gradient("onnx::Transpose")
+@family.gradient("onnx::Transpose")
 def _transpose_grad(op, g):
     perm = op.get_attr("perm")
     if perm is None:
@@ -49,44 +50,44 @@ def _transpose_grad(op, g):
         if rank is None:
             raise fail(op, "the input's rank must be known")
         perm = list(range(rank))[::-1]
-    return (onnx_op("Transpose", g, perm=[int(p) for p in np.argsort(perm)]),)
+    return per_input(op, onnx_op("Transpose", g, perm=[int(p) for p in np.argsort(perm)]))
 
 
-@gradient("onnx::Concat")
+@family.gradient("onnx::Concat")
 def _concat_grad(op, g):
     axis = op.get_attr("axis")
     sizes = [onnx_op("Gather", shape_of(x), ints([axis], g, "axis"), axis=0) for x in op.inputs]
     parts = onnx_op("Split", g, onnx_op("Concat", *sizes, axis=0), axis=axis, outputs=len(op.inputs))
-    return (parts,) if len(op.inputs) == 1 else tuple(parts)
+    return per_input(op, (parts,) if len(op.inputs) == 1 else tuple(parts))
 
 
-@gradient("onnx::Split")
+@family.gradient("onnx::Split")
 def _split_grad(op, *grads):
     parts = [g if g is not None else zeros_like(t) for t, g in zip(op.outputs, grads)]
-    return onnx_op("Concat", *parts, axis=op.get_attr("axis")), None
+    return per_input(op, (onnx_op("Concat", *parts, axis=op.get_attr("axis")), None))
 
 
-@gradient("onnx::Slice")
+@family.gradient("onnx::Slice")
 def _slice_grad(op, g):
     x, *bounds = onnx_inputs(op)
-    return (index_adjoint(x, g, lambda index: onnx_op("Slice", index, *bounds)),)
+    return per_input(op, index_adjoint(x, g, lambda index: onnx_op("Slice", index, *bounds)))
 
 
-@gradient("onnx::Tile")
+@family.gradient("onnx::Tile")
 def _tile_grad(op, g):
     x, repeats = op.inputs
-    return index_adjoint(x, g, lambda index: onnx_op("Tile", index, repeats)), None
+    return per_input(op, (index_adjoint(x, g, lambda index: onnx_op("Tile", index, repeats)), None))
 
 
-@gradient("onnx::Compress")
+@family.gradient("onnx::Compress")
 def _compress_grad(op, g):
     x, condition = op.inputs
     axis = op.get_attr("axis")
     attrs = {} if axis is None else {"axis": axis}
-    return index_adjoint(x, g, lambda index: onnx_op("Compress", index, condition, **attrs)), None
+    return per_input(op, (index_adjoint(x, g, lambda index: onnx_op("Compress", index, condition, **attrs)), None))
 
 
-@gradient("onnx::Pad")
+@family.gradient("onnx::Pad")
 def _pad_grad(op, g):
     """Every mode pads the input's flat indices the same way; constant padding marks its new
     elements -1 (they take the constant value, whose gradient they sum to)."""
@@ -97,7 +98,7 @@ def _pad_grad(op, g):
     marker = np.int64(-1) if attrs["mode"] == "constant" else None
     padded = onnx_op("Pad", index, pads, marker, axes, **attrs)
     if marker is None:
-        return scatter_add_flat(x, padded, g), None, None, None
+        return per_input(op, (scatter_add_flat(x, padded, g), None, None, None))
     from_x = onnx_op("GreaterOrEqual", padded, np.int64(0))
     zero = const_like(0, g)
     dx = scatter_add_flat(x, onnx_op("Where", from_x, padded, np.int64(0)), onnx_op("Where", from_x, g, zero))
@@ -105,25 +106,25 @@ def _pad_grad(op, g):
     if is_float(value):
         dvalue = onnx_op("ReduceSum", onnx_op("Where", from_x, zero, g), keepdims=0)
         dvalue = onnx_op("Reshape", dvalue, shape_of(value))
-    return dx, None, dvalue, None
+    return per_input(op, (dx, None, dvalue, None))
 
 
-@gradient("onnx::Trilu")
+@family.gradient("onnx::Trilu")
 def _trilu_grad(op, g):
     inputs = onnx_inputs(op)
-    return onnx_op("Trilu", g, *inputs[1:], upper=op.get_attr("upper")), None
+    return per_input(op, (onnx_op("Trilu", g, *inputs[1:], upper=op.get_attr("upper")), None))
 
 
-@gradient("onnx::ReverseSequence")
+@family.gradient("onnx::ReverseSequence")
 def _reverse_sequence_grad(op, g):
     x, lengths = op.inputs
-    return onnx_op("ReverseSequence", g, lengths, batch_axis=op.get_attr("batch_axis"),
-                   time_axis=op.get_attr("time_axis")), None
+    return per_input(op, (onnx_op("ReverseSequence", g, lengths, batch_axis=op.get_attr("batch_axis"),
+                   time_axis=op.get_attr("time_axis")), None))
 
 
 # -- gathers and scatters -------------------------------------------------------------------------------
 
-@gradient("onnx::Gather")
+@family.gradient("onnx::Gather")
 def _gather_grad(op, g):
     """Zeros shaped like the data with the output gradient added at the gathered positions
     (ScatterND, reduction "add"), the gathered axis moved first and back."""
@@ -151,23 +152,24 @@ def _gather_grad(op, g):
                         reduction="add")
     if axis:
         scattered = onnx_op("Transpose", scattered, perm=[int(p) for p in np.argsort(perm)])
-    return scattered, None
+    return per_input(op, (scattered, None))
 
 
-@gradient("onnx::GatherElements")
+@family.gradient("onnx::GatherElements")
 def _gather_elements_grad(op, g):
     data, indices = op.inputs
-    return onnx_op("ScatterElements", zeros_like(data, g.dtype), indices, g, axis=op.get_attr("axis"),
-                   reduction="add"), None
+    return per_input(op, (onnx_op("ScatterElements", zeros_like(data, g.dtype), indices, g, axis=op.get_attr("axis"),
+                   reduction="add"), None))
 
 
-@gradient("onnx::GatherND")
+@family.gradient("onnx::GatherND")
 def _gather_nd_grad(op, g):
     data, indices = op.inputs
     batch_dims = op.get_attr("batch_dims")
     if batch_dims:
-        return index_adjoint(data, g, lambda index: onnx_op("GatherND", index, indices, batch_dims=batch_dims)), None
-    return onnx_op("ScatterND", zeros_like(data, g.dtype), indices, g, reduction="add"), None
+        ddata = index_adjoint(data, g, lambda index: onnx_op("GatherND", index, indices, batch_dims=batch_dims))
+        return per_input(op, (ddata, None))
+    return per_input(op, (onnx_op("ScatterND", zeros_like(data, g.dtype), indices, g, reduction="add"), None))
 
 
 def _corner(op, g, indices, axis: int):
@@ -208,38 +210,40 @@ def _scatter_grad(op, g, gather, scatter: str, **attrs):
     return ddata, None, onnx_op("Mul", picked, onnx_op("Cast", won, to=g.dtype))
 
 
-@gradient("onnx::ScatterElements")
+@family.gradient("onnx::ScatterElements")
 def _scatter_elements_grad(op, g):
     data, indices, _ = op.inputs
     axis = axis_of(op, static_rank(op, data, "the data"))
-    return _scatter_grad(op, g, lambda t: onnx_op("GatherElements", _corner(op, t, indices, axis), indices,
-                                                  axis=axis), "ScatterElements", axis=axis)
+    grads = _scatter_grad(op, g, lambda t: onnx_op("GatherElements", _corner(op, t, indices, axis), indices, axis=axis),
+                          "ScatterElements", axis=axis)
+    return per_input(op, grads)
 
 
-@gradient("onnx::Scatter")
+@family.gradient("onnx::Scatter")
 def _scatter_deprecated_grad(op, g):
     data, indices, updates = op.inputs
     axis = axis_of(op, static_rank(op, data, "the data"))
     picked = onnx_op("GatherElements", _corner(op, g, indices, axis), indices, axis=axis)
-    return onnx_op("ScatterElements", g, indices, zeros_like(updates, g.dtype), axis=axis), None, picked
+    ddata = onnx_op("ScatterElements", g, indices, zeros_like(updates, g.dtype), axis=axis)
+    return per_input(op, (ddata, None, picked))
 
 
-@gradient("onnx::ScatterND")
+@family.gradient("onnx::ScatterND")
 def _scatter_nd_grad(op, g):
     indices = op.inputs[1]
-    return _scatter_grad(op, g, lambda t: onnx_op("GatherND", t, indices), "ScatterND")
+    return per_input(op, _scatter_grad(op, g, lambda t: onnx_op("GatherND", t, indices), "ScatterND"))
 
 
-@gradient("onnx::MaxUnpool")
+@family.gradient("onnx::MaxUnpool")
 def _max_unpool_grad(op, g):
     """The output is zeros with X written at the flat indices I: dX is g read back at I."""
     x, indices = op.inputs[:2]
     flat = ints([-1], g, "flat")
     picked = onnx_op("Gather", onnx_op("Reshape", g, flat), onnx_op("Reshape", indices, flat), axis=0)
-    return onnx_op("Reshape", picked, shape_of(x)), None, None
+    return per_input(op, (onnx_op("Reshape", picked, shape_of(x)), None, None))
 
 
-@gradient("onnx::TensorScatter")
+@family.gradient("onnx::TensorScatter")
 def _tensor_scatter_grad(op, g):
     """present = past_cache with update written along ``axis`` at each batch row's write index
     (wrapping around in circular mode): d past is g where nothing was written, d update is g
@@ -255,14 +259,15 @@ def _tensor_scatter_grad(op, g):
     has = onnx_op("GreaterOrEqual", source, np.int64(0))
     dupdate = scatter_add_flat(update, onnx_op("Where", has, source, np.int64(0)),
                                onnx_op("Where", has, g, const_like(0, g)))
-    return dpast, dupdate, None
+    return per_input(op, (dpast, dupdate, None))
 
 
-@gradient("onnx::Range")
+@family.gradient("onnx::Range")
 def _range_grad(op, g):
     """y_i = start + i delta: d start = sum g, d delta = sum i g; the limit only decides the length."""
     start = op.inputs[0]
     if not is_float(start):
-        return None, None, None
+        return per_input(op, (None, None, None))
     steps = onnx_op("Cast", iota_like(g), to=g.dtype)
-    return onnx_op("ReduceSum", g, keepdims=0), None, onnx_op("ReduceSum", onnx_op("Mul", g, steps), keepdims=0)
+    dstart, ddelta = onnx_op("ReduceSum", g, keepdims=0), onnx_op("ReduceSum", onnx_op("Mul", g, steps), keepdims=0)
+    return per_input(op, (dstart, None, ddelta))

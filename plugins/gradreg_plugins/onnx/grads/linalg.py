@@ -5,12 +5,14 @@ import string
 
 import numpy as np
 
+from gradreg.model.shape_inference import constant_value
+from gradreg_plugins.onnx import family
 from gradreg_plugins.onnx.grads.common import (
     const_like,
     fail,
-    gradient,
     ints,
     onnx_op,
+    per_input,
     reduce_to,
     shape_of,
     static_rank,
@@ -19,15 +21,17 @@ from gradreg_plugins.onnx.grads.common import (
 from gradreg_plugins.onnx.nodes import onnx_inputs
 
 
-@gradient("onnx::MatMul")
+@family.gradient("onnx::MatMul")
 def _matmul_grad(op, g):
     a, b = op.inputs
     if a.shape.rank is None or b.shape.rank is None:
         # ranks unknown (taken as 2 or more): batched products over any leading axes
         da = onnx_op("Einsum", g, b, equation="...ik,...jk->...ij")
         db = onnx_op("Einsum", a, g, equation="...ij,...ik->...jk")
-        return reduce_to(da, a), reduce_to(db, b)
+        return per_input(op, (reduce_to(da, a), reduce_to(db, b)))
     ra, rb = static_rank(op, a, "the first input"), static_rank(op, b, "the second input")
+    if ra == rb == 2:   # matrices: Gemm's trans flags do the transposes
+        return per_input(op, (onnx_op("Gemm", g, b, None, transB=1), onnx_op("Gemm", a, g, None, transA=1)))
     a2 = onnx_op("Unsqueeze", a, ints([0], g, "axes")) if ra == 1 else a
     b2 = onnx_op("Unsqueeze", b, ints([-1], g, "axes")) if rb == 1 else b
     g2 = onnx_op("Unsqueeze", g, ints([-2], g, "axes")) if ra == 1 else g
@@ -38,26 +42,29 @@ def _matmul_grad(op, g):
         da = onnx_op("Squeeze", da, ints([-2], g, "axes"))
     if rb == 1:
         db = onnx_op("Squeeze", db, ints([-1], g, "axes"))
-    return reduce_to(da, a), reduce_to(db, b)
+    return per_input(op, (reduce_to(da, a), reduce_to(db, b)))
 
 
-@gradient("onnx::Gemm")
+@family.gradient("onnx::Gemm")
 def _gemm_grad(op, g):
+    """Y = alpha A' B' + beta C (A' = A or A^T, B' likewise): dA' = alpha g B'^T and dB' = alpha A'^T g,
+    each one Gemm whose trans flags absorb every transpose."""
     a, b, c = (onnx_inputs(op) + [None])[:3]
     alpha, beta = op.get_attr("alpha"), op.get_attr("beta")
-    trans_a, trans_b = op.get_attr("transA"), op.get_attr("transB")
-    ga = onnx_op("Mul", g, const_like(alpha, g)) if alpha != 1 else g
-    bt = b if trans_b else onnx_op("Transpose", b, perm=[1, 0])         # B'^T
-    da = onnx_op("MatMul", ga, bt)                                      # dA' = alpha g B'^T
-    at = a if trans_a else onnx_op("Transpose", a, perm=[1, 0])         # A'^T
-    db = onnx_op("MatMul", at, ga)                                      # dB' = alpha A'^T g
-    da = onnx_op("Transpose", da, perm=[1, 0]) if trans_a else da
-    db = onnx_op("Transpose", db, perm=[1, 0]) if trans_b else db
+    trans_a, trans_b = int(op.get_attr("transA")), int(op.get_attr("transB"))
+    if trans_a:     # dA = dA'^T = alpha B' g^T
+        da = onnx_op("Gemm", b, g, None, alpha=alpha, transA=trans_b, transB=1)
+    else:
+        da = onnx_op("Gemm", g, b, None, alpha=alpha, transB=1 - trans_b)
+    if trans_b:     # dB = dB'^T = alpha g^T A'
+        db = onnx_op("Gemm", g, a, None, alpha=alpha, transA=1, transB=trans_a)
+    else:
+        db = onnx_op("Gemm", a, g, None, alpha=alpha, transA=1 - trans_a)
     out = [da, db]
     if c is not None:
         gc = onnx_op("Mul", g, const_like(beta, g)) if beta != 1 else g
         out.append(reduce_to(gc, c))
-    return tuple(out)
+    return per_input(op, tuple(out))
 
 
 # -- Einsum ---------------------------------------------------------------------------------------------
@@ -85,7 +92,7 @@ def _parse_einsum(op, equation: str, ranks: list[int]) -> tuple[list[str], str]:
     return operands, output
 
 
-@gradient("onnx::Einsum")
+@family.gradient("onnx::Einsum")
 def _einsum_grad(op, g):
     """d operand k = einsum(output, the other operands -> operand k's letters). Letters only operand
     k has are broadcast back; a letter repeated in it (a diagonal) is put back on the diagonal
@@ -104,7 +111,7 @@ def _einsum_grad(op, g):
         terms = ",".join([output] + [s for _, s in others])
         dx = onnx_op("Einsum", g, *[t for t, _ in others], equation=f"{terms}->{unique}")
         grads.append(reduce_to(_undiagonal(op, dx, unique, letters, x), x))
-    return tuple(grads)
+    return per_input(op, tuple(grads))
 
 
 def _undiagonal(op, dx, unique: str, letters: str, x):
@@ -144,7 +151,7 @@ def _shape_in_order(x, renamed: list[str], order: str):
 
 # -- Det ------------------------------------------------------------------------------------------------
 
-@gradient("onnx::Det")
+@family.gradient("onnx::Det")
 def _det_grad(op, g):
     """d det(X) / dX = the cofactor matrix: C[i, j] = (-1)^(i + j) det(X without row i and column j),
     built from Gathers of the minors (no inverse: exact for singular matrices too)."""
@@ -155,7 +162,7 @@ def _det_grad(op, g):
     n = int(dims[-1])
     expand = onnx_op("Unsqueeze", g, ints([-2, -1], g, "axes"))
     if n == 1:
-        return (onnx_op("Expand", expand, shape_of(x)),)
+        return per_input(op, onnx_op("Expand", expand, shape_of(x)))
     others = np.array([[k for k in range(n) if k != i] for i in range(n)], dtype=np.int64)   # (n, n - 1)
     rows = onnx_op("Gather", x, ints(others.reshape(-1).tolist(), x, "rows"), axis=-2)           # (*, n(n-1), n)
     rank = static_rank(op, x)
@@ -167,13 +174,13 @@ def _det_grad(op, g):
     minors = onnx_op("Transpose", minors, perm=lead + [rank - 2, rank, rank - 1, rank + 1])    # (*, i, j, r, c)
     signs = np.array([[(-1.0) ** (i + j) for j in range(n)] for i in range(n)])
     cofactors = onnx_op("Mul", onnx_op("Det", minors), const_like(signs, g, "signs"))
-    return (onnx_op("Mul", expand, cofactors),)
+    return per_input(op, onnx_op("Mul", expand, cofactors))
 
 
 
 # -- DFT ------------------------------------------------------------------------------------------------
 
-@gradient("onnx::DFT")
+@family.gradient("onnx::DFT")
 def _dft_grad(op, g):
     """The DFT is (real-)linear in its input: the gradient is its adjoint, the conjugate transform.
     For the forward transform that is n times the inverse DFT of g, for the inverse one the forward
@@ -202,11 +209,10 @@ def _dft_grad(op, g):
                                    g, "pads"))
     if dims[-1] == 1:
         h = onnx_op("Slice", h, ints([0], g, "start"), ints([1], g, "end"), ints([-1], g, "axis"))
-    return h, None, None
+    return per_input(op, (h, None, None))
 
 
 def _constant_int(op, t, what: str) -> int:
-    from gradreg.model.shape_inference import constant_value
     value = constant_value(t)
     if value is None:
         raise fail(op, f"the {what} must be constant")

@@ -4,20 +4,25 @@ Window ops need static spatial sizes (the input's, the filter's): their geometry
 ceil_mode) is resolved when the gradient is built. Where gradreg's rule is simplest as "the
 gradient of an equivalent composition", it uses :func:`through`: AveragePool and LpPool as a
 depthwise Conv of ones (scaled by the op's own divisor), InstanceNormalization,
-LayerNormalization, inference-mode BatchNormalization, LRN and LpNormalization spelled out.
+inference-mode BatchNormalization, LRN and LpNormalization spelled out. LayerNormalization has
+its closed form (a few nodes where differentiating its decomposition takes ~40).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from gradreg.model.shape_inference import constant_value
+from gradreg_plugins.onnx import family
 from gradreg_plugins.onnx.grads.common import (
     axis_of,
     const_like,
     fail,
-    gradient,
     ints,
+    neg,
     ones_like,
     onnx_op,
+    per_input,
+    reduce_to,
     scatter_add_flat,
     shape_of,
     static_dims,
@@ -65,7 +70,7 @@ def _bias_grad(g, n_spatial: int):
     return onnx_op("ReduceSum", g, ints([0] + list(range(2, 2 + n_spatial)), g, "axes"), keepdims=0)
 
 
-@gradient("onnx::Conv")
+@family.gradient("onnx::Conv")
 def _conv_grad(op, g):
     """dX is a ConvTranspose of g by the filter whose output_padding restores X's size; dW a Conv of
     X by g (_filter_grad); dB g summed over batch and positions."""
@@ -75,14 +80,14 @@ def _conv_grad(op, g):
     group = int(op.get_attr("group"))
     dims = x.shape.dims
     if dims is None or any(d is None for d in dims[2:]):
-        return _conv_grad_dynamic(op, g, x, w, b, kernel, group)
+        return per_input(op, _conv_grad_dynamic(op, g, x, w, b, kernel, group))
     geo = geometry(op, _spatial(op, x), kernel)
     output_padding = [s + geo.pads[i] + geo.pads[i + n] - ((o - 1) * st + e)
                       for i, (s, o, st, e) in enumerate(zip(_spatial(op, x), geo.out, geo.strides, geo.effective))]
     dx = onnx_op("ConvTranspose", g, w, None, strides=list(geo.strides), pads=list(geo.pads),
                  dilations=list(geo.dilations), group=group, output_padding=output_padding, kernel_shape=list(kernel))
     dw = _filter_grad(x, g, geo.strides, geo.dilations, geo.pads, kernel, group)
-    return dx, dw, (_bias_grad(g, n) if b is not None else None)
+    return per_input(op, (dx, dw, (_bias_grad(g, n) if b is not None else None)))
 
 
 def _conv_grad_dynamic(op, g, x, w, b, kernel: tuple[int, ...], group: int):
@@ -103,7 +108,7 @@ def _conv_grad_dynamic(op, g, x, w, b, kernel: tuple[int, ...], group: int):
     return dx, dw, (_bias_grad(g, n) if b is not None else None)
 
 
-@gradient("onnx::ConvTranspose")
+@family.gradient("onnx::ConvTranspose")
 def _conv_transpose_grad(op, g):
     """ConvTranspose is the adjoint of a Conv by the same filter: dX = Conv(g, W) with the same
     strides, dilations and (resolved) pads; dW the filter gradient of that Conv with the roles of
@@ -127,12 +132,12 @@ def _conv_transpose_grad(op, g):
     dx = onnx_op("Conv", g, w, None, strides=list(strides), dilations=list(dilations), pads=pads, group=group,
                  kernel_shape=list(kernel))
     dw = _filter_grad(g, x, strides, dilations, pads, kernel, group)
-    return dx, dw, (_bias_grad(g, n) if b is not None else None)
+    return per_input(op, (dx, dw, (_bias_grad(g, n) if b is not None else None)))
 
 
 # -- pooling --------------------------------------------------------------------------------------------
 
-@gradient("onnx::MaxPool")
+@family.gradient("onnx::MaxPool")
 def _max_pool_grad(op, g, *unused):
     """The output gradient added at the argmax positions a second MaxPool computes (row-major
     flat indices into the whole input, whatever the node's storage_order)."""
@@ -142,7 +147,7 @@ def _max_pool_grad(op, g, *unused):
     if isinstance(attrs.get("auto_pad"), bytes):
         attrs["auto_pad"] = attrs["auto_pad"].decode()
     _, indices = onnx_op("MaxPool", x, outputs=[True, True], **attrs)
-    return (scatter_add_flat(x, indices, g),)
+    return per_input(op, scatter_add_flat(x, indices, g))
 
 
 def _pooling_conv(op, x, kernel: tuple[int, ...], ceil_mode: bool):
@@ -172,7 +177,7 @@ def _pool_attrs(op, names) -> dict:
     return attrs
 
 
-@gradient("onnx::AveragePool")
+@family.gradient("onnx::AveragePool")
 def _average_pool_grad(op, g):
     """y = window sums / D: the sums are a depthwise Conv of ones; 1 / D (which count_include_pad,
     ceil_mode and the padding decide) is read off the op itself: AveragePool(ones) = in-bounds
@@ -190,16 +195,16 @@ def _average_pool_grad(op, g):
         scale = onnx_op("Where", empty, const_like(0, counts),
                         onnx_op("Div", mean_of_ones, onnx_op("Where", empty, const_like(1, counts), counts)))
         return onnx_op("Mul", sums(t), scale)
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
-@gradient("onnx::LpPool")
+@family.gradient("onnx::LpPool")
 def _lp_pool_grad(op, g):
     """y = (window sum of |x|^p)^(1/p)."""
     x = op.inputs[0]
     p = float(op.get_attr("p"))
     sums = _pooling_conv(op, x, tuple(op.get_attr("kernel_shape")), bool(op.get_attr("ceil_mode")))
-    return through(op, [g], lambda t: onnx_op("Pow", sums(_abs_pow(t, p)), const_like(1 / p, t)))
+    return per_input(op, through(op, [g], lambda t: onnx_op("Pow", sums(_abs_pow(t, p)), const_like(1 / p, t))))
 
 
 def _abs_pow(t, p: float):
@@ -214,28 +219,29 @@ def _spatial_axes(op, x, g):
     return ints(list(range(2, static_rank(op, x))), g, "spatial")
 
 
-@gradient("onnx::GlobalAveragePool")
+@family.gradient("onnx::GlobalAveragePool")
 def _global_average_pool_grad(op, g):
     x = op.inputs[0]
     count = onnx_op("Div", onnx_op("Cast", onnx_op("Size", x), to=g.dtype),
                     onnx_op("Cast", onnx_op("Size", op.outputs[0]), to=g.dtype))
-    return (onnx_op("Div", onnx_op("Expand", g, shape_of(x)), count),)
+    return per_input(op, onnx_op("Div", onnx_op("Expand", g, shape_of(x)), count))
 
 
-@gradient("onnx::GlobalMaxPool")
+@family.gradient("onnx::GlobalMaxPool")
 def _global_max_pool_grad(op, g):
     """To the positions holding the maximum, split evenly among ties."""
     x, y = op.inputs[0], op.outputs[0]
     mask = onnx_op("Cast", onnx_op("Equal", x, y), to=g.dtype)
     count = onnx_op("ReduceSum", mask, _spatial_axes(op, x, g), keepdims=1)
-    return (onnx_op("Mul", g, onnx_op("Div", mask, count)),)
+    return per_input(op, onnx_op("Mul", g, onnx_op("Div", mask, count)))
 
 
-@gradient("onnx::GlobalLpPool")
+@family.gradient("onnx::GlobalLpPool")
 def _global_lp_pool_grad(op, g):
     p = float(op.get_attr("p"))
-    return through(op, [g], lambda t: onnx_op("Pow", onnx_op("ReduceSum", _abs_pow(t, p), _spatial_axes(op, t, g),
-                                                             keepdims=1), const_like(1 / p, t)))
+    grads = through(op, [g], lambda t: onnx_op("Pow", onnx_op("ReduceSum", _abs_pow(t, p), _spatial_axes(op, t, g),
+                                                              keepdims=1), const_like(1 / p, t)))
+    return per_input(op, grads)
 
 
 # -- normalization --------------------------------------------------------------------------------------
@@ -249,7 +255,7 @@ def _normalized(x, axes, epsilon: float):
     return onnx_op("Mul", centered, inv_std), mean, inv_std
 
 
-@gradient("onnx::BatchNormalization")
+@family.gradient("onnx::BatchNormalization")
 def _batch_norm_grad(op, g, *unused):
     """Inference mode (running statistics as inputs): an affine map per channel, differentiable in
     all five inputs. Training mode normalizes by the batch's statistics, which depend on x too;
@@ -264,17 +270,17 @@ def _batch_norm_grad(op, g, *unused):
             return onnx_op("Add", onnx_op("Mul", normalized, onnx_op("Reshape", scale, per_channel)),
                            onnx_op("Reshape", bias, per_channel))
         grads = through(op, [g], training)
-        return grads[:3] + [None, None]
+        return per_input(op, grads[:3] + [None, None])
 
     def inference(x, scale, bias, mean, var):
         inv = onnx_op("Reciprocal", onnx_op("Sqrt", onnx_op("Add", var, const_like(epsilon, var))))
         centered = onnx_op("Sub", x, onnx_op("Reshape", mean, per_channel))
         return onnx_op("Add", onnx_op("Mul", centered, onnx_op("Reshape", onnx_op("Mul", scale, inv), per_channel)),
                        onnx_op("Reshape", bias, per_channel))
-    return through(op, [g], inference)
+    return per_input(op, through(op, [g], inference))
 
 
-@gradient("onnx::InstanceNormalization")
+@family.gradient("onnx::InstanceNormalization")
 def _instance_norm_grad(op, g):
     x = op.inputs[0]
     rank = static_rank(op, x)
@@ -284,35 +290,83 @@ def _instance_norm_grad(op, g):
         normalized, _, _ = _normalized(x, ints(list(range(2, rank)), x, "axes"), op.get_attr("epsilon"))
         return onnx_op("Add", onnx_op("Mul", normalized, onnx_op("Reshape", scale, per_channel)),
                        onnx_op("Reshape", bias, per_channel))
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
-@gradient("onnx::LayerNormalization")
-def _layer_norm_grad(op, *grads):
-    """Through the normalization spelled out, so that gradients reaching the Mean and InvStdDev
-    outputs count too."""
-    x = op.inputs[0]
+@family.gradient("onnx::LayerNormalization")
+def _layer_norm_grad(op, g, g_mean=None, g_inv_std=None):
+    """y = n scale + bias, n = (x - mean) r, r = 1 / sqrt(var + epsilon) over the axes from ``axis`` on:
+    dx = r (gn - mean(gn) - n mean(gn n)) with gn = g scale (mean over those axes), plus what reaches the
+    Mean and InvStdDev outputs: d mean / dx = 1 / N, dr / dx = -r^2 n / N. n, mean and r come from a
+    LayerNormalization of scale 1 (statistics in stash_type's precision, as the forward's)."""
+    x, scale, bias = (onnx_inputs(op) + [None])[:3]
     rank = static_rank(op, x)
     axis = axis_of(op, rank)
+    axes = ints(list(range(axis, rank)), x, "axes")
+    normalized, inv_std = _layer_statistics(op, x, scale, axis, axes)
+    terms, dscale, dbias = [], None, None
+    if g is not None:
+        gn = onnx_op("Mul", g, scale)
+        centered = onnx_op("Sub", gn, onnx_op("ReduceMean", gn, axes, keepdims=1))
+        along = onnx_op("Mul", normalized, onnx_op("ReduceMean", onnx_op("Mul", gn, normalized), axes, keepdims=1))
+        terms.append(onnx_op("Mul", onnx_op("Sub", centered, along), inv_std))
+        dscale = reduce_to(onnx_op("Mul", g, normalized), scale)
+        dbias = reduce_to(g, bias) if bias is not None else None
+    if g_mean is not None or g_inv_std is not None:
+        count = _normalized_count(x, axis)
+        if g_mean is not None:
+            terms.append(onnx_op("Expand", onnx_op("Div", _as_type_of(g_mean, x), count), shape_of(x)))
+        if g_inv_std is not None:
+            slope = onnx_op("Div", onnx_op("Mul", inv_std, inv_std), count)
+            terms.append(neg(onnx_op("Mul", onnx_op("Mul", _as_type_of(g_inv_std, x), slope), normalized)))
+    dx = (terms[0] if len(terms) == 1 else onnx_op("Sum", *terms)) if terms else None
+    return per_input(op, (dx, dscale, dbias))
 
-    def build(x, scale, bias=None):
-        normalized, mean, inv_std = _normalized(x, ints(list(range(axis, rank)), x, "axes"), op.get_attr("epsilon"))
-        y = onnx_op("Mul", normalized, scale)
-        if bias is not None:
-            y = onnx_op("Add", y, bias)
-        return y, mean, inv_std
-    return through(op, grads, build)
+
+def _layer_statistics(op, x, scale, axis: int, axes):
+    """(x - mean) r and r, from a LayerNormalization of scale 1 whose statistics are outputs when
+    ONNX lets them be of the stash type (float, bfloat16), else spelled out in x's type."""
+    epsilon, stash = op.get_attr("epsilon"), int(op.get_attr("stash_type"))
+    if stash not in _STATISTICS_TYPES:
+        normalized, _, inv_std = _normalized(x, axes, epsilon)
+        return normalized, inv_std
+    normalized, _, inv_std = onnx_op("LayerNormalization", x, _ones_shaped_like(scale), axis=axis, epsilon=epsilon,
+                                     stash_type=stash, outputs=3)
+    return normalized, _as_type_of(inv_std, x)
 
 
-@gradient("onnx::MeanVarianceNormalization")
+_STATISTICS_TYPES = (1, 16)    # LayerNormalization's Mean and InvStdDev: float, bfloat16
+
+
+def _as_type_of(t, like):
+    return t if t.dtype.base_dtype is like.dtype.base_dtype else onnx_op("Cast", t, to=like.dtype.base_dtype)
+
+
+def _normalized_count(x, axis: int):
+    """N, the number of elements each normalization is over, in x's dtype."""
+    dims = x.shape.dims
+    if dims is not None and None not in dims[axis:]:
+        return const_like(int(np.prod([int(d) for d in dims[axis:] if d is not None])), x, "count")
+    sizes = onnx_op("Slice", onnx_op("Shape", x), ints([axis], x, "start"), ints([np.iinfo(np.int64).max], x, "end"))
+    return onnx_op("Cast", onnx_op("ReduceProd", sizes, keepdims=0), to=x.dtype.base_dtype)
+
+
+def _ones_shaped_like(t):
+    """Ones of t's shape: a Const when it is known (a scale's), else ConstantOfShape."""
+    if t.shape.is_fully_defined():
+        return const_like(np.ones([int(d) for d in t.shape.as_list() if d is not None]), t, "ones")
+    return ones_like(t)
+
+
+@family.gradient("onnx::MeanVarianceNormalization")
 def _mean_variance_normalization_grad(op, g):
     """y = (x - mean) / sqrt(var + 1e-9) over ``axes`` (the function body's float32 epsilon does not
     differentiate float64 inputs)."""
     axes = ints([int(a) for a in (op.get_attr("axes") or (0, 2, 3))], g, "axes")
-    return through(op, [g], lambda t: _normalized(t, axes, 1e-9)[0])
+    return per_input(op, through(op, [g], lambda t: _normalized(t, axes, 1e-9)[0]))
 
 
-@gradient("onnx::LRN")
+@family.gradient("onnx::LRN")
 def _lrn_grad(op, g):
     """y = x / (bias + alpha / size * (sum of x^2 over nearby channels))^beta; the channel sum is a
     Conv of ones along the channel axis (moved to a spatial position)."""
@@ -329,10 +383,10 @@ def _lrn_grad(op, g):
         sums = onnx_op("Squeeze", onnx_op("Conv", squares, ones, None, pads=pads), ints([1], t, "axis"))
         base = onnx_op("Add", const_like(bias, t), onnx_op("Mul", const_like(alpha / size, t), sums))
         return onnx_op("Div", t, onnx_op("Pow", base, const_like(beta, t)))
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
-@gradient("onnx::LpNormalization")
+@family.gradient("onnx::LpNormalization")
 def _lp_normalization_grad(op, g):
     x = op.inputs[0]
     axes = ints([axis_of(op, static_rank(op, x))], g, "axis")
@@ -341,15 +395,14 @@ def _lp_normalization_grad(op, g):
     def build(t):
         norm = onnx_op("ReduceL2" if p == 2 else "ReduceL1", t, axes, keepdims=1)
         return onnx_op("Div", t, norm)
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
-@gradient("onnx::Col2Im")
+@family.gradient("onnx::Col2Im")
 def _col2im_grad(op, g):
     """Col2Im adds each column's entries into the image: its adjoint reads the image's windows
     back (im2col), a Conv by one-hot filters (one per channel and kernel position)."""
     columns, image_shape, block_shape = op.inputs
-    from gradreg.model.shape_inference import constant_value
     block = constant_value(block_shape)
     if block is None:
         raise fail(op, "the block shape must be constant")
@@ -367,4 +420,4 @@ def _col2im_grad(op, g):
     pads = attr_list(op, "pads", 2 * n, 0)
     windows = onnx_op("Conv", g, const_like(one_hot, g, "one_hot"), None, strides=list(strides),
                       dilations=list(dilations), pads=list(pads))
-    return onnx_op("Reshape", windows, shape_of(columns)), None, None
+    return per_input(op, (onnx_op("Reshape", windows, shape_of(columns)), None, None))

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from gradreg.model import dtypes
-from gradreg_plugins.onnx.grads.common import const_like, gradient, ints, onnx_op, through
+from gradreg_plugins.onnx import family
+from gradreg_plugins.onnx.grads.common import const_like, ints, onnx_op, per_input, through
 from gradreg_plugins.onnx.recurrent import Activation, Recurrence, recurrence_of
 from gradreg_plugins.onnx.subgraphs import trace_body
 
@@ -161,8 +162,8 @@ def _rebuilt(op, rec: Recurrence, x, w, r, b=None, lengths=None, h0=None, c0=Non
 
 def _recurrent_grad(op, *grads):
     rec = recurrence_of(op)
-    return through(op, grads, lambda *inputs: _rebuilt(op, rec, *inputs))
+    return per_input(op, through(op, grads, lambda *inputs: _rebuilt(op, rec, *inputs)))
 
 
 for _op_type in ("onnx::LSTM", "onnx::GRU", "onnx::RNN"):
-    gradient(_op_type)(_recurrent_grad)
+    family.gradient(_op_type)(_recurrent_grad)

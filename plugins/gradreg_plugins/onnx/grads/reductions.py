@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from gradreg.model.shape_inference import constant_value
+from gradreg_plugins.onnx import family
 from gradreg_plugins.onnx.grads.common import (
     const_like,
     fail,
-    gradient,
     ints,
     onnx_op,
+    per_input,
     shape_of,
     static_rank,
     zeros_like,
@@ -41,6 +42,9 @@ def _kept(op, t):
     if constant is None and noop:
         raise fail(op, "axes computed at run time with noop_with_empty_axes and keepdims=0 are not "
                        "differentiated (the output's rank depends on whether the axes are empty)")
+    rank = x.shape.rank
+    if constant is not None and rank is not None and sorted(a % rank for a in constant) == list(range(len(constant))):
+        return t    # the leading axes: broadcasting puts them back
     return onnx_op("Unsqueeze", t, axes)
 
 
@@ -50,57 +54,59 @@ def _spread(op, g):
     return g if kept is None else onnx_op("Expand", kept, shape_of(op.inputs[0]))
 
 
-def _reduction(op_type: str):
-    def register(rule):
-        def by_position(op, g):
-            return rule(op, g, op.inputs[0]), None
-        by_position.__name__ = rule.__name__
-        gradient(op_type)(by_position)
-        return rule
-    return register
+@family.gradient("onnx::ReduceSum")
+def _reduce_sum_grad(op, g):
+    return per_input(op, _spread(op, g))
 
 
-@_reduction("onnx::ReduceSum")
-def _reduce_sum_grad(op, g, x):
-    return _spread(op, g)
+@family.gradient("onnx::ReduceMean")
+def _reduce_mean_grad(op, g):
+    x, y = op.inputs[0], op.outputs[0]
+    n_x, n_y = x.shape.num_elements(), y.shape.num_elements()
+    if n_x is not None and n_y:
+        count = const_like(n_x // n_y, g, "count")
+    else:
+        count = onnx_op("Div", onnx_op("Cast", onnx_op("Size", x), to=g.dtype),
+                        onnx_op("Cast", onnx_op("Size", y), to=g.dtype))
+    return per_input(op, onnx_op("Div", _spread(op, g), count))
 
 
-@_reduction("onnx::ReduceMean")
-def _reduce_mean_grad(op, g, x):
-    count = onnx_op("Div", onnx_op("Cast", onnx_op("Size", x), to=g.dtype),
-                    onnx_op("Cast", onnx_op("Size", op.outputs[0]), to=g.dtype))
-    return onnx_op("Div", _spread(op, g), count)
+@family.gradient("onnx::ReduceSumSquare")
+def _reduce_sum_square_grad(op, g):
+    x = op.inputs[0]
+    return per_input(op, onnx_op("Mul", _spread(op, g), onnx_op("Mul", x, const_like(2, x))))
 
 
-@_reduction("onnx::ReduceSumSquare")
-def _reduce_sum_square_grad(op, g, x):
-    return onnx_op("Mul", _spread(op, g), onnx_op("Mul", x, const_like(2, x)))
+@family.gradient("onnx::ReduceL1")
+def _reduce_l1_grad(op, g):
+    x = op.inputs[0]
+    return per_input(op, onnx_op("Mul", _spread(op, g), onnx_op("Sign", x)))
 
 
-@_reduction("onnx::ReduceL1")
-def _reduce_l1_grad(op, g, x):
-    return onnx_op("Mul", _spread(op, g), onnx_op("Sign", x))
-
-
-@_reduction("onnx::ReduceL2")
-def _reduce_l2_grad(op, g, x):
+@family.gradient("onnx::ReduceL2")
+def _reduce_l2_grad(op, g):
     """x / ||x|| (0 where the norm is 0)."""
+    x = op.inputs[0]
     y = _as_input_rank(op, op.outputs[0])
     zero = onnx_op("Equal", y, const_like(0, y))
     safe = onnx_op("Where", zero, const_like(1, y), y)
-    return onnx_op("Mul", _spread(op, g), onnx_op("Where", zero, const_like(0, x), onnx_op("Div", x, safe)))
+    return per_input(op, onnx_op("Mul", _spread(op, g), onnx_op("Where", zero, const_like(0, x),
+                                                                 onnx_op("Div", x, safe))))
 
 
-@_reduction("onnx::ReduceLogSum")
-def _reduce_log_sum_grad(op, g, x):
+@family.gradient("onnx::ReduceLogSum")
+def _reduce_log_sum_grad(op, g):
     """y = log(sum x): dx = g / sum x = g exp(-y)."""
-    return onnx_op("Mul", _spread(op, g), onnx_op("Exp", onnx_op("Neg", _as_input_rank(op, op.outputs[0]))))
+    y = _as_input_rank(op, op.outputs[0])
+    return per_input(op, onnx_op("Mul", _spread(op, g), onnx_op("Exp", onnx_op("Neg", y))))
 
 
-@_reduction("onnx::ReduceLogSumExp")
-def _reduce_log_sum_exp_grad(op, g, x):
+@family.gradient("onnx::ReduceLogSumExp")
+def _reduce_log_sum_exp_grad(op, g):
     """y = log(sum exp x): dx = g exp(x - y), the softmax over the reduced axes."""
-    return onnx_op("Mul", _spread(op, g), onnx_op("Exp", onnx_op("Sub", x, _as_input_rank(op, op.outputs[0]))))
+    x = op.inputs[0]
+    y = _as_input_rank(op, op.outputs[0])
+    return per_input(op, onnx_op("Mul", _spread(op, g), onnx_op("Exp", onnx_op("Sub", x, y))))
 
 
 def _as_input_rank(op, y):
@@ -108,32 +114,34 @@ def _as_input_rank(op, y):
     return y if kept is None else kept
 
 
-def _extremum_grad(op, g, x):
+def _extremum_grad(op, g):
     """To the elements equal to the extremum, split evenly among ties."""
+    x = op.inputs[0]
     y = _as_input_rank(op, op.outputs[0])
     mask = onnx_op("Cast", onnx_op("Equal", x, y), to=g.dtype)
     axes = onnx_inputs(op)[1] if len(onnx_inputs(op)) > 1 else None
     count = onnx_op("ReduceSum", mask, axes, keepdims=1,
                     noop_with_empty_axes=op.get_attr("noop_with_empty_axes")) if axes is not None else \
         onnx_op("ReduceSum", mask, keepdims=1)
-    return onnx_op("Mul", _spread(op, g), onnx_op("Div", mask, count))
+    return per_input(op, onnx_op("Mul", _spread(op, g), onnx_op("Div", mask, count)))
 
 
-_reduction("onnx::ReduceMax")(_extremum_grad)
-_reduction("onnx::ReduceMin")(_extremum_grad)
+family.gradient("onnx::ReduceMax")(_extremum_grad)
+family.gradient("onnx::ReduceMin")(_extremum_grad)
 
 
-@_reduction("onnx::ReduceProd")
-def _reduce_prod_grad(op, g, x):
+@family.gradient("onnx::ReduceProd")
+def _reduce_prod_grad(op, g):
     """The product of the other elements of each reduced group: exclusive cumulative products
     from both ends over the group laid out on one axis (exact with zeros, no division)."""
+    x = op.inputs[0]
     axes = onnx_inputs(op)[1] if len(onnx_inputs(op)) > 1 else None
     rank = static_rank(op, x)
     constant = _constant_axes(axes) if axes is not None else []
     if constant is None:
         raise fail(op, "the axes must be constant")
     if constant == [] and op.get_attr("noop_with_empty_axes"):
-        return g
+        return per_input(op, g)
     reduced = sorted({a % rank for a in constant}) if constant else list(range(rank))
     kept = [a for a in range(rank) if a not in reduced]
     moved = onnx_op("Transpose", x, perm=kept + reduced)
@@ -144,39 +152,39 @@ def _reduce_prod_grad(op, g, x):
     after = onnx_op("CumProd", grouped, axis, exclusive=1, reverse=1)
     others = onnx_op("Reshape", onnx_op("Mul", before, after), shape_of(moved))
     back = onnx_op("Transpose", others, perm=list(np.argsort(kept + reduced)))
-    return onnx_op("Mul", _spread(op, g), back)
+    return per_input(op, onnx_op("Mul", _spread(op, g), back))
 
 
 # -- softmax family -------------------------------------------------------------------------------------
 
-@gradient("onnx::Softmax")
+@family.gradient("onnx::Softmax")
 def _softmax_grad(op, g):
     y = op.outputs[0]
     axis = ints([op.get_attr("axis")], g, "axis")
     dot = onnx_op("ReduceSum", onnx_op("Mul", g, y), axis, keepdims=1)
-    return (onnx_op("Mul", y, onnx_op("Sub", g, dot)),)
+    return per_input(op, onnx_op("Mul", y, onnx_op("Sub", g, dot)))
 
 
-@gradient("onnx::LogSoftmax")
+@family.gradient("onnx::LogSoftmax")
 def _log_softmax_grad(op, g):
     y = op.outputs[0]
     axis = ints([op.get_attr("axis")], g, "axis")
     total = onnx_op("ReduceSum", g, axis, keepdims=1)
-    return (onnx_op("Sub", g, onnx_op("Mul", onnx_op("Exp", y), total)),)
+    return per_input(op, onnx_op("Sub", g, onnx_op("Mul", onnx_op("Exp", y), total)))
 
 
 # -- cumulative ops and TopK ----------------------------------------------------------------------------
 
-@gradient("onnx::CumSum")
+@family.gradient("onnx::CumSum")
 def _cumsum_grad(op, g):
     """Each input element reaches the outputs after it (before it, reversed): the cumulative sum
     of the gradient the other way."""
     axis = op.inputs[1]
-    return onnx_op("CumSum", g, axis, exclusive=op.get_attr("exclusive"),
-                   reverse=1 - int(op.get_attr("reverse"))), None
+    return per_input(op, (onnx_op("CumSum", g, axis, exclusive=op.get_attr("exclusive"),
+                   reverse=1 - int(op.get_attr("reverse"))), None))
 
 
-@gradient("onnx::CumProd")
+@family.gradient("onnx::CumProd")
 def _cumprod_grad(op, g):
     """For y_i = prod_{k <= i} x_k: dx_j = (prod_{k < j} x_k) z_j with z_j = sum_{i >= j} g_i
     prod_{j < k <= i} x_k, which satisfies z_j = g_j + x_{j+1} z_{j+1}: a reverse Scan (exact
@@ -194,7 +202,7 @@ def _cumprod_grad(op, g):
     shifted_g = _shift_left(gs, axis) if op.get_attr("exclusive") else gs
     z = _linear_recurrence(op, shifted_g, _shift_left(xs, axis), axis)
     dx = onnx_op("Mul", before, z)
-    return (_flip(dx, axis) if reverse else dx), None
+    return per_input(op, (_flip(dx, axis) if reverse else dx, None))
 
 
 def _flip(t, axis: int):
@@ -225,12 +233,12 @@ def _linear_recurrence(op, a, b, axis: int):
     return z
 
 
-@gradient("onnx::TopK")
+@family.gradient("onnx::TopK")
 def _topk_grad(op, g, *unused):
     """The values' gradient added back at the indices TopK took them from."""
     x = op.inputs[0]
     indices = op.outputs[1]
-    return onnx_op("ScatterElements", zeros_like(x), indices, g, axis=op.get_attr("axis"),
-                   reduction="add"), None
+    return per_input(op, (onnx_op("ScatterElements", zeros_like(x), indices, g, axis=op.get_attr("axis"),
+                   reduction="add"), None))
 
 

@@ -5,51 +5,54 @@ Resize is linear in X and separable: along each resized axis the output is a mat
 length x input length) times the input. gradreg obtains W by running the op itself (onnx's
 reference implementation, at gradient-building time) on an identity matrix, so the weights are
 exactly the forward pass's, for every mode, coordinate transformation, antialias, cubic
-coefficient and exclude_outside setting; dX applies each W transposed. This needs the resized
-axes' sizes and the scales or sizes to be known when the gradient is built.
+coefficient and exclude_outside setting; dX applies each W transposed. When the resized axes'
+lengths and the scales or sizes are known when the gradient is built (constants, static shapes, and
+the Shape/Slice/Concat arithmetic exporters compute sizes with, folded), W is a constant; otherwise
+(symbolic height and width, sizes read from a Shape at run time) the gradient graph computes W with
+a Resize of an identity matrix (EyeLike) at run time, so one gradient graph serves every input size.
 """
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from gradreg.model.shape_inference import constant_value
+from gradreg_plugins.onnx import family
 from gradreg_plugins.onnx.grads.common import (
     const_like,
     fail,
-    gradient,
+    ints,
+    known_value,
     onnx_op,
+    per_input,
     static_rank,
     through,
 )
-from gradreg_plugins.onnx.nodes import attribute_values, onnx_inputs, schema_of
+from gradreg_plugins.onnx.grads.functions import function_body_grad
+from gradreg_plugins.onnx.grid_sample import attributes, deform_geometry, grid_sample, tap_positions
+from gradreg_plugins.onnx.nodes import attribute_values, onnx_inputs, schema_of, upsample_as_resize
+from gradreg_plugins.onnx.schemas import OPSET_VERSIONS
 
 
-def _constant(op, t, what: str) -> np.ndarray | None:
-    if t is None:
-        return None
-    value = constant_value(t)
-    if value is None:
-        raise fail(op, f"the {what} must be constant")
-    return np.asarray(value)
+def _probe_attrs(op) -> dict[str, Any]:
+    """The op's interpolation attributes, as a two-axis Resize probing one of its axes takes them."""
+    if schema_of(op).name == "Upsample":
+        mode = op.get_attr("mode")
+        return upsample_as_resize(mode.decode() if isinstance(mode, bytes) else (mode or "nearest"))
+    attrs = {k: v for k, v in attribute_values(op).items() if k not in ("axes", "keep_aspect_ratio_policy")
+             and v is not None}
+    return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items()}
 
 
 def _probe(op, in_len: int, scale: float, out_len: int, by_size: bool, roi: tuple[float, float] | None):
     """The matrix (in_len, out_len) the op applies along one axis: the op run by onnx.reference
     on an identity matrix (rows: basis vectors; the resized axis is the second), less its
     output on zeros (tf_crop_and_resize's extrapolated value is not part of the linear map)."""
-    import onnx
+    import onnx  # an optional dependency: only Resize's gradient runs onnx.reference
     from onnx import helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
-
-    from gradreg_plugins.onnx.schemas import OPSET_VERSIONS
-    schema = schema_of(op)
-    attrs = {k: v for k, v in attribute_values(op).items() if k not in ("axes", "keep_aspect_ratio_policy")
-             and v is not None}
-    attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items()}
-    if schema.name == "Upsample":
-        attrs = upsample_as_resize(attrs.get("mode", "nearest"))
     inits: list[Any] = []
     inputs = ["x", "roi", "scales", "sizes"]
     low, high = roi if roi is not None else (0.0, 1.0)
@@ -60,7 +63,7 @@ def _probe(op, in_len: int, scale: float, out_len: int, by_size: bool, roi: tupl
     else:
         inputs = inputs[:3]
         inits.append(numpy_helper.from_array(np.array([1.0, scale], np.float32), "scales"))
-    node = helper.make_node("Resize", inputs, ["y"], **attrs)
+    node = helper.make_node("Resize", inputs, ["y"], **_probe_attrs(op))
     graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, None)],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, None)], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET_VERSIONS[""])])
@@ -70,15 +73,37 @@ def _probe(op, in_len: int, scale: float, out_len: int, by_size: bool, roi: tupl
     return np.asarray(basis[0] - offset[0])
 
 
-def _resize_inputs(op) -> tuple[Any, Any, Any]:
-    """(roi, scales, sizes) of a Resize (or Upsample's scales) as constants, None where absent."""
-    inputs = onnx_inputs(op) + [None, None, None]
-    if schema_of(op).name == "Upsample":
-        return None, _constant(op, inputs[1], "scales"), None
-    roi, scales, sizes = (_constant(op, inputs[i], name) for i, name in ((1, "roi"), (2, "scales"), (3, "sizes")))
-    return (None if roi is None or roi.size == 0 else roi.reshape(-1),
-            None if scales is None or scales.size == 0 else scales.reshape(-1),
-            None if sizes is None else sizes.reshape(-1))
+class _Resizing:
+    """What a Resize (or Upsample) does along each axis: its roi/scales/sizes inputs (tensors, None
+    where absent), their values where constants and static shapes determine them, the axes."""
+
+    def __init__(self, op, x):
+        self.op = op
+        self.rank = static_rank(op, x)
+        inputs = onnx_inputs(op) + [None, None, None]
+        upsample = schema_of(op).name == "Upsample"
+        roi, scales, sizes = (None, inputs[1], None) if upsample else inputs[1:4]
+        self.roi, self.scales, self.sizes = (None if _empty(t) else t for t in (roi, scales, sizes))
+        if self.scales is None and self.sizes is None:
+            raise fail(op, "neither scales nor sizes is given")
+        self.values = {name: (None if t is None else known_value(t)) for name, t in
+                       (("roi", self.roi), ("scales", self.scales), ("sizes", self.sizes))}
+        self.axes = list(range(self.rank)) if upsample or not op.get_attr("axes") else \
+            [int(a) % self.rank for a in op.get_attr("axes")]
+        self.policy = _text_attr(op, "keep_aspect_ratio_policy", "stretch")
+        self.crop = _text_attr(op, "coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize"
+
+    def known(self) -> bool:
+        return all(self.values[k] is not None for k, t in (("roi", self.roi), ("scales", self.scales),
+                                                            ("sizes", self.sizes)) if t is not None)
+
+
+def _empty(t) -> bool:
+    """An absent input, or one given as an empty tensor (older exporters' "no scales")."""
+    if t is None:
+        return True
+    dims = t.shape.dims
+    return dims is not None and len(dims) == 1 and dims[0] == 0
 
 
 def _text_attr(op, name: str, default: str) -> str:
@@ -86,39 +111,29 @@ def _text_attr(op, name: str, default: str) -> str:
     return value.decode() if isinstance(value, bytes) else (value or default)
 
 
-def upsample_as_resize(mode: str) -> dict[str, str]:
-    """The Resize attributes equivalent to a (deprecated) Upsample of ``mode``."""
-    return {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
-
-
-def _axis_plan(op, x, y) -> list[tuple[int, int, float, int, bool, Any]]:
+def _axis_plan(op, resizing: _Resizing, x, y) -> list[tuple[int, int, float, int, bool, Any]]:
     """(axis, input length, scale, output length, whether the op gave sizes (stretched), roi) for
-    each axis the op resizes."""
-    rank = static_rank(op, x)
-    roi, scales, sizes = _resize_inputs(op)
-    axes = [int(a) % rank for a in (op.get_attr("axes") or range(rank))] if schema_of(op).name != "Upsample" \
-        else list(range(rank))
-    policy = _text_attr(op, "keep_aspect_ratio_policy", "stretch")
-    crop = _text_attr(op, "coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize"
+    each axis the op resizes, from the constant roi/scales/sizes and x's static lengths."""
+    roi, scales, sizes = (resizing.values[k] for k in ("roi", "scales", "sizes"))
+    axes, policy = resizing.axes, resizing.policy
     lengths = [_known(op, x.shape.dims, a) for a in axes]
     if sizes is not None:
-        outs = [int(v) for v in sizes]
+        outs = [int(v) for v in np.asarray(sizes).reshape(-1)]
         factors = [o / n for o, n in zip(outs, lengths)]
         if policy != "stretch":
             common = min(factors) if policy == "not_larger" else max(factors)
             factors = [common] * len(axes)
             outs = [int(common * n + 0.5) for n in lengths]
-    elif scales is not None:
-        factors = [float(v) for v in scales]
-        outs = [int(np.floor(n * f)) for n, f in zip(lengths, factors)]
     else:
-        raise fail(op, "neither scales nor sizes is given")
+        factors = [float(v) for v in np.asarray(scales).reshape(-1)]
+        outs = [int(np.floor(n * f)) for n, f in zip(lengths, factors)]
+    roi = None if roi is None or np.size(roi) == 0 else np.asarray(roi).reshape(-1)
     plan = []
     y_dims = y.shape.dims
     for i, (a, in_len, scale, out_len) in enumerate(zip(axes, lengths, factors, outs)):
         if y_dims is not None and y_dims[a] is not None and int(y_dims[a]) != out_len:
             raise fail(op, f"axis {a}: the output has {y_dims[a]} elements where {out_len} were expected")
-        if np.isclose(scale, 1.0) and out_len == in_len and not crop:
+        if np.isclose(scale, 1.0) and out_len == in_len and not resizing.crop:
             continue
         box = None if roi is None else (float(roi[i]), float(roi[len(axes) + i]))
         plan.append((a, in_len, scale, out_len, sizes is not None and policy == "stretch", box))
@@ -131,30 +146,152 @@ def _known(op, dims: Any, axis: int) -> int:
     return int(dims[axis])
 
 
-def _apply_transposed(g, matrix: np.ndarray, axis: int, rank: int):
-    """g with ``matrix`` (in_len, out_len) contracted along ``axis``: sum_o g[..., o, ...] M[i, o]."""
+def _contract(g, axis: int, rank: int, weights: Callable[[bool], Any]):
+    """dX along ``axis`` from g: sum_o g[..., o, ...] w(o, i), with the weights as the matrix
+    ``weights(True)`` (out x in: the op applied to the first axis of an identity) or
+    ``weights(False)`` (in x out), whichever needs no transpose of g."""
+    if axis == rank - 2:
+        return onnx_op("MatMul", weights(False), g)
+    if axis == rank - 1:
+        return onnx_op("MatMul", g, weights(True))
     perm = [d for d in range(rank) if d != axis] + [axis]
-    moved = onnx_op("Transpose", g, perm=perm) if axis != rank - 1 else g
-    product = onnx_op("MatMul", moved, const_like(matrix.T, g, "interpolation"))   # (..., out) @ (out, in)
-    return onnx_op("Transpose", product, perm=[int(p) for p in np.argsort(perm)]) if axis != rank - 1 else product
+    product = onnx_op("MatMul", onnx_op("Transpose", g, perm=perm), weights(True))
+    return onnx_op("Transpose", product, perm=[int(p) for p in np.argsort(perm)])
 
 
 def _resize_grad(op, g):
+    """Along each resized axis, dX contracts g with the op's interpolation weights: constants made
+    when the gradient is built if the scales or sizes and the input's lengths are known then
+    (constants and static shapes determine them), else computed at run time by the op itself,
+    applied to an identity matrix."""
     x, y = op.inputs[0], op.outputs[0]
-    rank = static_rank(op, x)
+    resizing = _Resizing(op, x)
+    if not resizing.known() or any(x.shape.dims is None or x.shape.dims[a] is None for a in resizing.axes):
+        return per_input(op, _resize_grad_at_run_time(resizing, x, g))
     dx = g
-    for axis, in_len, scale, out_len, by_size, box in _axis_plan(op, x, y):
+    for axis, in_len, scale, out_len, by_size, box in _axis_plan(op, resizing, x, y):
         matrix = _probe(op, in_len, scale, out_len, by_size, box)
         if matrix.shape[1] != out_len:
             # keep_aspect_ratio_policy rounds the output size where a scale alone floors it
             raise fail(op, f"axis {axis}: the interpolation of {in_len} elements to {out_len} with scale {scale} "
                            f"cannot be reproduced along one axis")
-        dx = _apply_transposed(dx, matrix, axis, rank)
-    return (dx,)
+        dx = _contract(dx, axis, resizing.rank,
+                       lambda first, m=matrix: const_like(m.T if first else m, g, "interpolation"))
+    return per_input(op, dx)
 
 
-gradient("onnx::Resize")(_resize_grad)
-gradient("onnx::Upsample")(_resize_grad)
+family.gradient("onnx::Resize")(_resize_grad)
+family.gradient("onnx::Upsample")(_resize_grad)
+
+
+def _resize_grad_at_run_time(resizing: _Resizing, x, g):
+    """The weights along each axis the op may resize, as the op's own output on an identity matrix
+    (less its output on zeros for tf_crop_and_resize), with that axis's scale or size taken from
+    the op's inputs at run time. Axes the scales or sizes leave alone (scale 1, or the input's own
+    length) are skipped."""
+    op = resizing.op
+    if resizing.sizes is not None and resizing.policy != "stretch":
+        raise fail(op, f"sizes known only at run time with keep_aspect_ratio_policy '{resizing.policy}' are not "
+                       f"differentiated (the common scale rounds the output lengths)")
+    dx = g
+    for i, axis in enumerate(resizing.axes):
+        if not resizing.crop and _unchanged(resizing, x, i, axis):
+            continue
+        dx = _contract(dx, axis, resizing.rank, functools.partial(_weights_at_run_time, resizing, x, i,
+                                                                  onnx_op("Shape", x, start=axis, end=axis + 1)))
+    return dx
+
+
+def _weights_at_run_time(resizing: _Resizing, x, i: int, length, first: bool):
+    """The op applied to an identity matrix of x's length along its i-th resized axis, along the
+    matrix's first (out x in) or second (in x out) axis."""
+    dtype = x.known_dtype.base_dtype
+    square = onnx_op("Concat", length, length, axis=0)
+    zeros = onnx_op("ConstantOfShape", square, value=np.zeros(1, dtype.storage))
+    pick = ints([i], x, "index")
+    order = (lambda resized, kept: (resized, kept)) if first else (lambda resized, kept: (kept, resized))
+    scales = sizes = roi = None
+    if resizing.sizes is not None:
+        sizes = onnx_op("Concat", *order(onnx_op("Slice", resizing.sizes, pick, ints([i + 1], x, "end")), length),
+                        axis=0)
+    else:
+        scale = onnx_op("Slice", resizing.scales, pick, ints([i + 1], x, "end"))
+        sizes_one = const_like(np.ones(1), scale, "one")
+        scales = onnx_op("Concat", *order(scale, sizes_one), axis=0)
+    if resizing.crop and resizing.roi is not None:
+        n = len(resizing.axes)
+        start = onnx_op("Slice", resizing.roi, pick, ints([i + 1], x, "end"))
+        stop = onnx_op("Slice", resizing.roi, ints([n + i], x, "index"), ints([n + i + 1], x, "end"))
+        zero, one = const_like(np.zeros(1), start, "zero"), const_like(np.ones(1), start, "one")
+        roi = onnx_op("Concat", *order(start, zero), *order(stop, one), axis=0)
+    attrs = _probe_attrs(resizing.op)
+    weights = onnx_op("Resize", onnx_op("EyeLike", zeros), roi, scales, sizes, **attrs)
+    if resizing.crop and float(attrs.get("extrapolation_value", 0.0)) != 0.0:
+        weights = onnx_op("Sub", weights, onnx_op("Resize", zeros, roi, scales, sizes, **attrs))
+    return weights
+
+
+def _unchanged(resizing: _Resizing, x, i: int, axis: int) -> bool:
+    """Whether the i-th entry of the scales is 1, or of the sizes is x's own length along ``axis``
+    (a constant, or read from x's shape), as far as the graph shows without running it."""
+    if resizing.scales is not None:
+        entry = _vector_entry(resizing.scales, i)
+        return isinstance(entry, float) and entry == 1.0
+    entry = _vector_entry(resizing.sizes, i)
+    if isinstance(entry, tuple):
+        return entry[0] is x and entry[1] == axis
+    dims = x.shape.dims
+    return entry is not None and dims is not None and dims[axis] is not None and int(dims[axis]) == entry
+
+
+def _vector_entry(t, i: int, depth: int = 0) -> Any:
+    """Entry i of a 1-D tensor as far as the graph shows it: a number (int or float), (tensor, axis)
+    for a length read by Shape, else None. Follows Concat, Slice, Cast and Identity."""
+    value = known_value(t)
+    if value is not None:
+        flat = np.asarray(value).reshape(-1)
+        return (float(flat[i]) if flat.dtype.kind == "f" else int(flat[i])) if i < flat.size else None
+    op = t.op
+    if depth > 16:
+        return None
+    if op.type in ("onnx::Cast", "onnx::Identity"):
+        entry = _vector_entry(op.inputs[0], i, depth + 1)
+        return float(entry) if isinstance(entry, (int, float)) and t.known_dtype.is_floating else entry
+    if op.type == "onnx::Shape":
+        rank = op.inputs[0].shape.rank
+        start = int(op.get_attr("start") or 0)
+        if start < 0 and rank is None:
+            return None
+        return op.inputs[0], (start % rank if start < 0 and rank else start) + i
+    if op.type == "onnx::Concat":
+        for part in op.inputs:
+            n = part.shape.dims[0] if part.shape.dims else None
+            if n is None:
+                return None
+            if i < int(n):
+                return _vector_entry(part, i, depth + 1)
+            i -= int(n)
+        return None
+    if op.type == "onnx::Slice":
+        return _sliced_entry(op, i, depth)
+    return None
+
+
+def _sliced_entry(op, i: int, depth: int) -> Any:
+    """Entry i of a Slice of a vector with constant starts (step 1): the input's entry start + i."""
+    data, starts, _, axes, steps = (onnx_inputs(op) + [None] * 5)[:5]
+    start, n = known_value(starts), data.shape.dims[0] if data.shape.dims else None
+    if start is None or n is None or not (_is_vector(axes, [0]) and _is_vector(steps, [1])):
+        return None
+    first = int(np.reshape(start, -1)[0])
+    first = min(max(first + int(n) if first < 0 else first, 0), int(n))
+    return _vector_entry(data, first + i, depth + 1)
+
+
+def _is_vector(t, entries: list[int]) -> bool:
+    """Whether an optional input is absent or known to hold ``entries``."""
+    value = None if t is None else known_value(t)
+    return t is None or (value is not None and np.reshape(value, -1).tolist() == entries)
 
 
 # -- GridSample -----------------------------------------------------------------------------------------
@@ -217,11 +354,10 @@ class _OnnxArrays:
         return onnx_op("Unsqueeze", w, np.array([1], np.int64))
 
 
-@gradient("onnx::GridSample")
+@family.gradient("onnx::GridSample")
 def _grid_sample_grad(op, g):
     """Through the sampling spelled out: d X from the pixel reads (GatherElements), d grid from the
     interpolation weights (zero for "nearest", whose weights do not depend on the grid)."""
-    from gradreg_plugins.onnx.grid_sample import attributes, grid_sample
     x = op.inputs[0]
     spatial = _spatial_sizes(op, x)
     mode, padding, align_corners = attributes(op)
@@ -233,7 +369,7 @@ def _grid_sample_grad(op, g):
                   for d in range(k)]
         return grid_sample(arrays, x, coords, spatial, mode, padding, align_corners,
                            cast_weight=lambda valid, like: onnx_op("Cast", valid, to=like.known_dtype.base_dtype))
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
 def _spatial_sizes(op, x) -> list[int]:
@@ -245,12 +381,11 @@ def _spatial_sizes(op, x) -> list[int]:
 
 # -- DeformConv -----------------------------------------------------------------------------------------
 
-@gradient("onnx::DeformConv")
+@family.gradient("onnx::DeformConv")
 def _deform_conv_grad(op, g):
     """Through the deformable convolution spelled out: bilinear samples of X at the offset kernel
     taps (GridSample's sampling in pixels), times the mask, then a grouped product with W: every
     input (X, W, offset, B, mask) gets its gradient."""
-    from gradreg_plugins.onnx.grid_sample import deform_geometry, grid_sample, tap_positions
     x, w = op.inputs[0], op.inputs[1]
     x_dims, w_dims = x.shape.dims, w.shape.dims
     if x_dims is None or any(d is None for d in x_dims[1:]) or w_dims is None or any(d is None for d in w_dims):
@@ -278,7 +413,7 @@ def _deform_conv_grad(op, g):
         if b is not None:
             out = onnx_op("Add", out, onnx_op("Reshape", b, np.array([1, -1, 1, 1], np.int64)))
         return out
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
 # -- RoiAlign and MaxRoiPool ----------------------------------------------------------------------------
@@ -337,7 +472,7 @@ def _roi_align_axis(op, start, size, pooled: int, length: int, sampling: int):
                                                                      onnx_op("Cast", inside, to=dtype))
 
 
-@gradient("onnx::RoiAlign")
+@family.gradient("onnx::RoiAlign")
 def _roi_align_grad(op, g):
     """Through RoiAlign spelled out (onnx.reference's semantics): average pooling is a separable
     weighting of X's rows and columns (one matrix per ROI and axis); max pooling takes the largest
@@ -365,7 +500,7 @@ def _roi_align_grad(op, g):
         a_x = onnx_op("ReduceSum", cols, np.array([2], np.int64), keepdims=0)         # (R, PW, W)
         total = onnx_op("Einsum", a_y, images, a_x, equation="rph,rchw,rqw->rcpq")
         return onnx_op("Div", total, onnx_op("Reshape", count, np.array([-1, 1, 1, 1], np.int64)))
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
 def _roi_align_max(images, parts_h, parts_w, width: int):
@@ -396,7 +531,7 @@ def _round_half_away(v):
     return onnx_op("Mul", onnx_op("Sign", v), onnx_op("Floor", onnx_op("Add", onnx_op("Abs", v), const_like(0.5, v))))
 
 
-@gradient("onnx::MaxRoiPool")
+@family.gradient("onnx::MaxRoiPool")
 def _max_roi_pool_grad(op, g):
     """Through ROI max pooling spelled out (gradreg_plugins.onnx.roi's rounding and bins): each bin's
     pixels gathered up to the widest bin, the others masked, then a max; the gradient reaches the
@@ -438,21 +573,20 @@ def _max_roi_pool_grad(op, g):
                          keepdims=0)
         filled = onnx_op("And", _unsqueeze(filled_r, [1, 3]), _unsqueeze(filled_c, [1, 2]))
         return onnx_op("Where", filled, pooled, const_like(0, pooled))
-    return through(op, [g], build)
+    return per_input(op, through(op, [g], build))
 
 
 # -- AffineGrid -----------------------------------------------------------------------------------------
 
-@gradient("onnx::AffineGrid")
+@family.gradient("onnx::AffineGrid")
 def _affine_grid_grad(op, g):
     """grid[n, ..., :] = theta[n] @ (x, y[, z], 1): d theta[n] = sum over positions of g (outer) base,
     the base coordinates fixed by the (constant) size. With a size computed at run time, through the
     op's function body."""
-    from gradreg_plugins.onnx.grads.functions import function_body_grad
     theta, size = op.inputs
-    value = constant_value(size)
+    value = known_value(size)
     if value is None:
-        return function_body_grad(op, g)
+        return per_input(op, function_body_grad(op, g))
     spatial = [int(s) for s in np.asarray(value).reshape(-1)[2:]]
     align = bool(op.get_attr("align_corners"))
 
@@ -463,4 +597,4 @@ def _affine_grid_grad(op, g):
     mesh = np.meshgrid(*[axis(n) for n in spatial], indexing="ij")
     base = np.stack(list(mesh[::-1]) + [np.ones_like(mesh[0])], axis=-1).reshape(-1, len(spatial) + 1)
     flat = onnx_op("Reshape", g, np.array([0, -1, len(spatial)], np.int64))            # (N, positions, k)
-    return onnx_op("Einsum", flat, const_like(base, g, "base"), equation="npj,pk->njk"), None
+    return per_input(op, (onnx_op("Einsum", flat, const_like(base, g, "base"), equation="npj,pk->njk"), None))

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from gradreg.model import dtypes
-from gradreg_plugins.onnx.grads.common import fail, gradient, is_float, onnx_op
+from gradreg_plugins.onnx import family
+from gradreg_plugins.onnx.grads.common import fail, is_float, onnx_op, per_input
 from gradreg_plugins.onnx.grads.control_flow import body_gradient, inline_call
 from gradreg_plugins.onnx.nodes import captured_inputs, element_dtype, onnx_inputs
 from gradreg_plugins.onnx.subgraphs import trace_body
@@ -48,75 +49,77 @@ def _position(sequence, position):
     return onnx_op("Where", onnx_op("Less", position, np.int64(0)), onnx_op("Add", position, length), position)
 
 
-@gradient("onnx::SequenceConstruct")
+@family.gradient("onnx::SequenceConstruct")
 def _sequence_construct_grad(op, g):
     if g is None:
-        return [None] * len(op.inputs)
-    return [onnx_op("SequenceAt", g, np.int64(i)) if is_float(t) else None for i, t in enumerate(op.inputs)]
+        return per_input(op, [None] * len(op.inputs))
+    return per_input(op, [onnx_op("SequenceAt", g, np.int64(i)) if is_float(t) else None
+                          for i, t in enumerate(op.inputs)])
 
 
-@gradient("onnx::SequenceAt")
+@family.gradient("onnx::SequenceAt")
 def _sequence_at_grad(op, g):
     sequence, position = op.inputs
     index = _position(sequence, position)
     cleared = onnx_op("SequenceErase", zeros_sequence(op, sequence), index)
-    return onnx_op("SequenceInsert", cleared, g, index), None
+    return per_input(op, (onnx_op("SequenceInsert", cleared, g, index), None))
 
 
-@gradient("onnx::SequenceInsert")
+@family.gradient("onnx::SequenceInsert")
 def _sequence_insert_grad(op, g):
     sequence, tensor, position = (onnx_inputs(op) + [None])[:3]
     if g is None:
-        return None, None, None
+        return per_input(op, (None, None, None))
     index = _position(sequence, position)
-    return onnx_op("SequenceErase", g, index), onnx_op("SequenceAt", g, index), None
+    return per_input(op, (onnx_op("SequenceErase", g, index), onnx_op("SequenceAt", g, index), None))
 
 
-@gradient("onnx::SequenceErase")
+@family.gradient("onnx::SequenceErase")
 def _sequence_erase_grad(op, g):
     sequence, position = (onnx_inputs(op) + [None])[:2]
     if g is None:
-        return None, None
+        return per_input(op, (None, None))
     index = _position(sequence, position if position is not None else np.int64(-1))
     erased = onnx_op("SequenceAt", sequence, index)
     zeros = onnx_op("ConstantOfShape", onnx_op("Shape", erased), value=np.zeros(1, _element(op, sequence).storage))
-    return onnx_op("SequenceInsert", g, zeros, index), None
+    return per_input(op, (onnx_op("SequenceInsert", g, zeros, index), None))
 
 
-@gradient("onnx::ConcatFromSequence")
+@family.gradient("onnx::ConcatFromSequence")
 def _concat_from_sequence_grad(op, g):
     sequence = op.inputs[0]
     axis = int(op.get_attr("axis"))
     if op.get_attr("new_axis"):
-        return onnx_op("SplitToSequence", g, axis=axis, keepdims=0)
+        return per_input(op, onnx_op("SplitToSequence", g, axis=axis, keepdims=0))
     lengths = _map(op, [sequence], [_element(op, sequence)],
                    lambda x: [onnx_op("Reshape", onnx_op("Gather", onnx_op("Shape", x), np.int64(axis)),
                                       np.array([1], np.int64))], [dtypes.int64], "lengths")
-    return onnx_op("SplitToSequence", g, onnx_op("ConcatFromSequence", lengths, axis=0), axis=axis)
+    return per_input(op, onnx_op("SplitToSequence", g, onnx_op("ConcatFromSequence", lengths, axis=0), axis=axis))
 
 
-@gradient("onnx::SplitToSequence")
+@family.gradient("onnx::SplitToSequence")
 def _split_to_sequence_grad(op, g):
     x, split = (onnx_inputs(op) + [None])[:2]
     if g is None:
-        return None, None
+        return per_input(op, (None, None))
     squeezed = split is None and not op.get_attr("keepdims")
-    return onnx_op("ConcatFromSequence", g, axis=int(op.get_attr("axis")), new_axis=int(squeezed)), None
+    dsequence = onnx_op("ConcatFromSequence", g, axis=int(op.get_attr("axis")), new_axis=int(squeezed))
+    return per_input(op, (dsequence, None))
 
 
-@gradient("onnx::Optional")
+@family.gradient("onnx::Optional")
 def _optional_grad(op, g):
     if not op.inputs or g is None:
-        return [None] * len(op.inputs)
-    return (onnx_op("OptionalGetElement", g),)
+        return per_input(op, [None] * len(op.inputs))
+    return per_input(op, onnx_op("OptionalGetElement", g))
 
 
-@gradient("onnx::OptionalGetElement")
+@family.gradient("onnx::OptionalGetElement")
 def _optional_get_element_grad(op, g):
-    return (onnx_op("Optional", g),)
+    return per_input(op, onnx_op("Optional", g))
 
 
-@gradient("onnx::SequenceMap")
+@family.gradient("onnx::SequenceMap")
 def _sequence_map_grad(op, *grads):
     """A SequenceMap of the body's gradient function over the inputs' elements and the outputs'
     gradients; the gradients of the tensors every iteration shares (additional tensor inputs,
@@ -136,10 +139,9 @@ def _sequence_map_grad(op, *grads):
         body_inputs = [next(given) if t.dtype is dtypes.variant else t for t in inputs] + list(captured)
         found = inline_call(g_name, body_inputs + list(elements[n_seq:]))
         # the sequences' element gradients, then (summed after the map) the shared tensors'
-        per_input = found[:len(inputs)] + found[len(inputs):]
         owners = list(inputs) + list(captured)
-        return [d for d, t in zip(per_input, owners) if t.dtype is dtypes.variant] + \
-            [d for d, t in zip(per_input, owners) if t.dtype is not dtypes.variant]
+        return [d for d, t in zip(found, owners) if t.dtype is dtypes.variant] + \
+            [d for d, t in zip(found, owners) if t.dtype is not dtypes.variant]
     body, outer = trace_body(op.graph, f"{op.name.split('/')[-1]}_backward", [(d, None) for d in in_types + out_types],
                              backward)
     n_out = n_seq + len(shared)
@@ -153,4 +155,4 @@ def _sequence_map_grad(op, *grads):
         if is_float(t):
             stacked = onnx_op("ConcatFromSequence", d, axis=0, new_axis=1)
             by_tensor[id(t)] = onnx_op("ReduceSum", stacked, np.array([0], np.int64), keepdims=0)
-    return [by_tensor.get(id(t)) for t in inputs] + [by_tensor.get(id(t)) for t in captured]
+    return per_input(op, [by_tensor.get(id(t)) for t in inputs] + [by_tensor.get(id(t)) for t in captured])

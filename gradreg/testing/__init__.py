@@ -8,6 +8,14 @@
 
 Jacobians are shaped (x size, y size): entry [i, j] is d y_j / d x_i. The checker itself
 is gradreg.autodiff.checker; this facade runs it in a Session.
+
+A whole plugin package is checked with :func:`check_plugin` (gradreg.testing.plugin_check:
+kernels, shape functions, first- and second-order gradients, NotDifferentiable claims, GraphDef
+and ONNX round trips, TensorFlow's and onnxruntime's values), from pytest with
+``pytest --gradreg-check PACKAGE`` and from the command line with ``gradreg plugins --check PACKAGE``::
+
+    report = gradreg.testing.check_plugin("gradreg-swish")
+    assert report.ok, "\n".join(str(f) for f in report.failures)
 """
 from __future__ import annotations
 
@@ -18,8 +26,11 @@ from gradreg.autodiff import checker
 from gradreg.build.builders import graph_of
 from gradreg.model.graph import Tensor
 from gradreg.runtime.session import Session
+from gradreg.testing.plugin_check import check_op, check_plugin, plugins_of, targets
+from gradreg.testing.report import Failure, OpReport, PluginReport
 
-__all__ = ["compute_gradient", "compute_gradient_error"]
+__all__ = ["Failure", "OpReport", "PluginReport", "check_op", "check_plugin", "compute_gradient",
+           "compute_gradient_error", "plugins_of", "targets"]
 
 
 def compute_gradient(x: Tensor | Sequence[Tensor], x_shape: Any, y: Tensor, y_shape: Sequence[int],
