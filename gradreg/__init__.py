@@ -232,12 +232,17 @@ def load_onnx(source: _Any, *, base_dir: _Any = None) -> Graph:
     return load_graph(source, format="onnx", base_dir=base_dir)
 
 
-def save_onnx(graph: Graph, path: _Any, outputs: _Any = None, *, opset: int | None = None) -> None:
+def save_onnx(graph: Graph, path: _Any, outputs: _Any = None, *, opset: int | None = None,
+              flat: _builtins.bool = False) -> None:
     """Write ``graph`` as an ONNX model computing ``outputs`` ({ONNX output name: tensor or
     tensor name}; default: a loaded model's own outputs): ``save_graph(graph, path, "onnx",
     outputs=...)``. ``opset`` (17 up to the onnx family's, default the family's) writes an older
-    ai.onnx opset. The model passes ``onnx.checker.check_model(full_check=True)``."""
+    ai.onnx opset. Each gradient rule's nodes are one call of a model-local function
+    (``LayerNormalizationGrad``) unless ``flat``. The model passes
+    ``onnx.checker.check_model(full_check=True)``."""
     options: dict[str, _Any] = {} if opset is None else {"opset": int(opset)}
+    if flat:
+        options["flat"] = True
     if outputs is None:
         save_graph(graph, path, "onnx", **options)
     else:

@@ -104,6 +104,11 @@ class PluginError(GradregError):
     """A plugin failed to load, or two plugins claim the same op type."""
 
 
+class DuplicateRuleError(PluginError):
+    """An op family registered a second gradient rule for an op type without ``override=True``
+    (two separate plugins providing one op type are resolved by name instead: docs/plugins.md)."""
+
+
 class GradientError(GradregError):
     """Differentiation failed: no rule for an op, or a rule returned the wrong thing."""
 

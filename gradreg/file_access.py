@@ -45,10 +45,18 @@ def is_inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def no_nul(path: str | os.PathLike[str], what: str) -> None:
+    """FileAccessError naming ``what`` if ``path`` holds a NUL character, which no file name may
+    (the operating system's calls would raise ValueError)."""
+    if "\0" in os.fspath(path):
+        raise FileAccessError(f"{what} names a path holding a NUL character: {os.fspath(path)!r}; refused")
+
+
 def resolve_inside(root: str | os.PathLike[str], path: str | os.PathLike[str], what: str) -> str:
     """``path`` (relative paths join ``root``) resolved through its links; FileAccessError naming
     ``what`` (the file and field that named it) if it leaves ``root``. For paths a model's own
     metadata names: a checkpoint state file's entries, a SavedModel's ``variables/``."""
+    no_nul(path, what)
     base = real(root)
     joined = os.path.join(base, os.fspath(path))
     resolved = real(joined)
@@ -63,6 +71,7 @@ def check_file(path: str, what: str, single_link: bool = True) -> None:
     reader, a device never ends), or, with ``single_link``, if it has other hard links: under a
     name inside the model it may be any file of the machine (the hard-link bypass of onnx's
     external-data checks). A missing file is left to the reader to report in its own words."""
+    no_nul(path, what)
     try:
         info = os.stat(path)
     except OSError:
@@ -79,6 +88,7 @@ def check_file(path: str, what: str, single_link: bool = True) -> None:
 def check_named_file(path: str, what: str) -> None:
     """Refuse a file the caller named that is a device (``/dev/zero`` or a link to one): reading it
     never ends. A FIFO is allowed (``gradreg inspect <(gunzip -c model.pb.gz)``)."""
+    no_nul(path, what)
     try:
         info = os.stat(path)
     except OSError:

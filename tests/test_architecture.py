@@ -342,38 +342,57 @@ def test_no_module_uses_another_modules_private_names(path):
 
 
 # -- the core and the families ------------------------------------------------------------------------
+# Each check below is a function of a source tree, run on the real one and, in the negative tests at
+# the end, on a small synthetic tree holding the finding it guards against (so it can fail).
 
 PLUGINS = ROOT / "plugins"
-# Families whose own import graph is checked below (no cycle, few explained imports inside functions).
-CHECKED_FAMILIES = {"onnx": 11}      # family -> at most this many groups of imports inside functions
+PLUGIN_PACKAGE = "gradreg_plugins"
+# Imports inside functions, over every module of plugins/gradreg_plugins/ (a group of consecutive
+# import statements counts once): an optional dependency or start-up time, each said in a comment.
+MAX_PLUGIN_FUNCTION_IMPORTS = 12
+
+
+def core_imports_of_plugins(package: pathlib.Path, root: pathlib.Path) -> list[str]:
+    """``path:line imports name`` for each import of a gradreg_plugins module under ``package``
+    (imports inside functions and under TYPE_CHECKING too)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(root)}:{node.lineno} imports {n}" for n in names
+                      if n.split(".")[0] == PLUGIN_PACKAGE]
+    return found
 
 
 def test_the_core_imports_no_plugin():
     """gradreg/ finds plugins through entry points; it never names one (imports inside functions too)."""
-    found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
-                      if n.split(".")[0] == "gradreg_plugins"]
+    found = core_imports_of_plugins(PACKAGE, ROOT)
     assert not found, "the core imports plugins:\n" + "\n".join(found)
 
 
-def _family_modules(family: str) -> dict[str, pathlib.Path]:
-    return _modules(PLUGINS / "gradreg_plugins" / family, PLUGINS)
+@dataclass(frozen=True)
+class PluginImport:
+    source: str        # importing module, gradreg_plugins.<family>.<module>
+    target: str        # the gradreg_plugins module it names (``from a import b``: a.b when that is a module)
+    line: int
+    in_function: bool
+    type_only: bool    # under ``if TYPE_CHECKING:``
 
 
-def _family_imports(family: str) -> list[tuple[str, str, bool, bool]]:
-    """(module, imported gradreg_plugins module, inside a function, TYPE_CHECKING-only) of a family."""
-    modules = {**_family_modules(family)}
-    everything = _modules(PLUGINS / "gradreg_plugins", PLUGINS)
-    out = []
+def plugin_modules(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    return _modules(root / PLUGIN_PACKAGE, root)
+
+
+def plugin_imports(root: pathlib.Path) -> list[PluginImport]:
+    """Every import of a gradreg_plugins module by a module of ``root``/gradreg_plugins."""
+    modules = plugin_modules(root)
+    out: list[PluginImport] = []
 
     def resolve(name: str, imported: str | None) -> str | None:
-        if name.split(".")[0] != "gradreg_plugins":
+        if name.split(".")[0] != PLUGIN_PACKAGE:
             return None
-        if imported is not None and f"{name}.{imported}" in everything:
+        if imported is not None and f"{name}.{imported}" in modules:
             return f"{name}.{imported}"
         return name
 
@@ -382,10 +401,10 @@ def _family_imports(family: str) -> list[tuple[str, str, bool, bool]]:
             inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             only = type_only or (isinstance(child, ast.If) and _is_type_checking(child.test))
             if isinstance(child, ast.Import):
-                out.extend((source, t, in_function, type_only) for a in child.names
+                out.extend(PluginImport(source, t, child.lineno, in_function, type_only) for a in child.names
                            if (t := resolve(a.name, None)) is not None)
             elif isinstance(child, ast.ImportFrom):
-                out.extend((source, t, in_function, type_only) for a in child.names
+                out.extend(PluginImport(source, t, child.lineno, in_function, type_only) for a in child.names
                            if (t := resolve(child.module or "", a.name)) is not None)
             walk(child, source, inside, only)
 
@@ -394,14 +413,19 @@ def _family_imports(family: str) -> list[tuple[str, str, bool, bool]]:
     return out
 
 
-@pytest.mark.parametrize("family", sorted(CHECKED_FAMILIES))
-def test_a_family_has_no_import_cycle(family):
+def plugin_cycles(root: pathlib.Path) -> list[list[str]]:
+    """The import cycles among the modules of ``root``/gradreg_plugins (TYPE_CHECKING-only imports
+    aside; a module importing its own package is not an edge: the package runs first)."""
     edges: dict[str, set[str]] = {}
-    for source, target, _, type_only in _family_imports(family):
-        if not type_only and target != source and not _within(source, target):
-            edges.setdefault(source, set()).add(target)
-    cycles = _cycles(edges)
-    assert not cycles, f"import cycles in the {family} family:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+    for imp in plugin_imports(root):
+        if not imp.type_only and imp.target != imp.source and not _within(imp.source, imp.target):
+            edges.setdefault(imp.source, set()).add(imp.target)
+    return _cycles(edges)
+
+
+def test_the_plugins_have_no_import_cycle():
+    cycles = plugin_cycles(PLUGINS)
+    assert not cycles, "import cycles in plugins/:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
 def _function_import_groups(path: pathlib.Path) -> list[tuple[int, str]]:
@@ -433,13 +457,209 @@ def _function_import_groups(path: pathlib.Path) -> list[tuple[int, str]]:
     return groups
 
 
-@pytest.mark.parametrize("family", sorted(CHECKED_FAMILIES))
-def test_a_family_imports_at_module_level_save_a_few_explained_ones(family):
-    groups = [(path, line, why) for path in _family_modules(family).values()
+def function_import_problems(root: pathlib.Path, cap: int) -> list[str]:
+    """What is wrong with the imports inside functions of ``root``/gradreg_plugins: more groups
+    than ``cap`` (listing them), and each group without a comment giving its reason."""
+    groups = [(path, line, why) for path in plugin_modules(root).values()
               for line, why in _function_import_groups(path)]
-    listing = "\n".join(f"{p.relative_to(ROOT)}:{line}" for p, line, _ in groups)
-    assert len(groups) <= CHECKED_FAMILIES[family], (
-        f"{len(groups)} groups of imports inside functions in the {family} family (at most "
-        f"{CHECKED_FAMILIES[family]}):\n{listing}")
-    unexplained = [f"{p.relative_to(ROOT)}:{line}" for p, line, why in groups if not why]
-    assert not unexplained, "imports inside functions need a comment giving the reason:\n" + "\n".join(unexplained)
+    problems = []
+    if len(groups) > cap:
+        problems.append(f"{len(groups)} groups of imports inside functions (at most {cap}): "
+                        + ", ".join(f"{p.relative_to(root)}:{line}" for p, line, _ in groups))
+    problems += [f"{p.relative_to(root)}:{line}: an import inside a function needs a comment giving the reason"
+                 for p, line, why in groups if not why]
+    return problems
+
+
+def test_plugins_import_at_module_level_save_a_few_explained_ones():
+    problems = function_import_problems(PLUGINS, MAX_PLUGIN_FUNCTION_IMPORTS)
+    assert not problems, "\n".join(problems)
+
+
+def declared_public_modules(root: pathlib.Path, family: str) -> set[str]:
+    """The modules a family declares other families may import: ``public_modules`` in its
+    ``__init__.py``, a tuple of module names relative to the family (read from the source)."""
+    init = root / PLUGIN_PACKAGE / family / "__init__.py"
+    if not init.exists():
+        return set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "public_modules"
+                                                for t in node.targets):
+            return {f"{PLUGIN_PACKAGE}.{family}.{name}" for name in ast.literal_eval(node.value)}
+    return set()
+
+
+def cross_family_problems(root: pathlib.Path) -> list[str]:
+    """Imports of one family's module by another family that the first does not declare public."""
+    public: dict[str, set[str]] = {}
+    problems = []
+    for imp in plugin_imports(root):
+        source_parts, target_parts = imp.source.split("."), imp.target.split(".")
+        if len(source_parts) < 3 or len(target_parts) < 2 or source_parts[1] == target_parts[1]:
+            continue
+        family = target_parts[1]
+        if not (root / PLUGIN_PACKAGE / family).is_dir():
+            continue          # a module of the package itself (rule_helpers, _lazy): shared by all
+        if family not in public:
+            public[family] = declared_public_modules(root, family)
+        if imp.target not in public[family]:
+            problems.append(f"{imp.source}:{imp.line} imports {imp.target}, which the {family} family does not "
+                            f"declare public (public_modules in gradreg_plugins/{family}/__init__.py: "
+                            f"{sorted(public[family]) or 'none'})")
+    return problems
+
+
+def test_families_import_each_other_only_through_declared_public_modules():
+    problems = cross_family_problems(PLUGINS)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_declared_public_module_exists():
+    modules = plugin_modules(PLUGINS)
+    for family in sorted(p.name for p in (PLUGINS / PLUGIN_PACKAGE).iterdir() if (p / "__init__.py").exists()):
+        missing = sorted(declared_public_modules(PLUGINS, family) - set(modules))
+        assert not missing, f"the {family} family declares public modules it does not have: {missing}"
+
+
+# -- the checks fail on what they guard against ---------------------------------------------------------
+
+def _tree(root: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_the_core_check_sees_an_import_of_a_plugin_even_inside_a_function(tmp_path):
+    tree = _tree(tmp_path, {"gradreg/__init__.py": "",
+                            "gradreg/onnx_backend.py": "def load():\n    import gradreg_plugins.onnx.backend\n",
+                            "gradreg/fine.py": "import gradreg.errors\n"})
+    assert core_imports_of_plugins(tree / "gradreg", tree) == [
+        "gradreg/onnx_backend.py:2 imports gradreg_plugins.onnx.backend"]
+
+
+def test_the_cycle_check_sees_a_cycle_held_together_by_an_import_inside_a_function(tmp_path):
+    tree = _tree(tmp_path, {
+        "gradreg_plugins/__init__.py": "", "gradreg_plugins/onnx/__init__.py": "",
+        "gradreg_plugins/onnx/format.py": "from gradreg_plugins.onnx import exporter\n",
+        "gradreg_plugins/onnx/exporter.py": "def attrs():\n    from gradreg_plugins.onnx.grads import sampling\n",
+        "gradreg_plugins/onnx/grads/__init__.py": "",
+        "gradreg_plugins/onnx/grads/sampling.py": "import gradreg_plugins.onnx.format\n",
+        "gradreg_plugins/onnx/shapes.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                          "    from gradreg_plugins.onnx import nodes\n",
+        "gradreg_plugins/onnx/nodes.py": "from gradreg_plugins.onnx import shapes\n"})
+    assert plugin_cycles(tree) == [["gradreg_plugins.onnx.exporter", "gradreg_plugins.onnx.format",
+                                    "gradreg_plugins.onnx.grads.sampling"]]
+
+
+def test_the_function_import_check_counts_groups_and_wants_a_reason_for_each(tmp_path):
+    tree = _tree(tmp_path, {
+        "gradreg_plugins/__init__.py": "", "gradreg_plugins/onnx/__init__.py": "",
+        "gradreg_plugins/onnx/importer.py": (
+            "def read():\n    import onnx  # an optional dependency\n    from onnx import helper\n"
+            "def write():\n    from gradreg_plugins.onnx import exporter\n"
+            "def convert():\n    # start-up: the converter is big\n    import gradreg_plugins.onnx.opset\n")})
+    assert function_import_problems(tree, 3) == [
+        "gradreg_plugins/onnx/importer.py:5: an import inside a function needs a comment giving the reason"]
+    assert function_import_problems(tree, 2)[0].startswith("3 groups of imports inside functions (at most 2)")
+
+
+def test_the_family_check_sees_an_import_of_an_undeclared_module_of_another_family(tmp_path):
+    tree = _tree(tmp_path, {
+        "gradreg_plugins/__init__.py": "", "gradreg_plugins/rule_helpers.py": "",
+        "gradreg_plugins/array/__init__.py": 'public_modules = ("slicing",)\n',
+        "gradreg_plugins/array/slicing.py": "", "gradreg_plugins/array/grads.py": "",
+        "gradreg_plugins/math/__init__.py": "",
+        "gradreg_plugins/math/kernels.py": "from gradreg_plugins.array import slicing\n"
+                                           "from gradreg_plugins.rule_helpers import conj\n",
+        "gradreg_plugins/math/grads.py": "from gradreg_plugins.math import kernels\n"
+                                         "from gradreg_plugins.array.grads import landed_indices\n"})
+    problems = cross_family_problems(tree)
+    assert len(problems) == 1 and problems[0].startswith(
+        "gradreg_plugins.math.grads:2 imports gradreg_plugins.array.grads, which the array family does not declare "
+        "public")
+
+
+def test_every_list_of_the_built_in_families_names_all_of_them():
+    """pyproject.toml's entry points, the packages of plugins/gradreg_plugins/, the registry's known
+    plugins and the docstrings that list the families say the same ten (they once said 5 and 7)."""
+    import tomllib  # test-only: the stdlib TOML reader
+
+    from gradreg.registry.support import KNOWN_PLUGINS
+
+    packages = {p.name for p in (PLUGINS / PLUGIN_PACKAGE).iterdir() if (p / "__init__.py").exists()}
+    entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["gradreg.plugins"]
+    assert {name for name, target in entry_points.items() if target.endswith(":family")} == packages
+    assert {k.name for k in KNOWN_PLUGINS if k.target.startswith(f"{PLUGIN_PACKAGE}.")} == packages
+    for path in (PACKAGE / "registry" / "hookspecs.py", PLUGINS / PLUGIN_PACKAGE / "__init__.py"):
+        docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+        assert not {name for name in packages if name not in docstring.replace("\n", " ")}, path
+
+
+def registration_problems(path: pathlib.Path) -> list[str]:
+    """Ways of registering a gradient rule other than ``family.gradient(...)``: an alias of the
+    method (``gradient = family.gradient``), a module's own registering decorator (a bare
+    ``@gradient(...)``), or a write into a family's table (``family.gradients[op_type] = rule``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Assign):
+            if isinstance(node.value, ast.Attribute) and node.value.attr == "gradient":
+                found.append(f"line {node.lineno}: an alias of .gradient")
+            found += [f"line {node.lineno}: writes into .gradients" for t in node.targets
+                      if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute)
+                      and t.value.attr == "gradients"]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                call = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if isinstance(call, ast.Name) and call.id == "gradient":
+                    found.append(f"line {decorator.lineno}: @gradient, not @family.gradient")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((PLUGINS / PLUGIN_PACKAGE).rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_rules_are_registered_only_with_family_gradient(path):
+    found = registration_problems(path)
+    assert not found, f"{path.relative_to(ROOT)} registers rules another way:\n" + "\n".join(found)
+
+
+def test_the_registration_check_sees_each_other_way(tmp_path):
+    source = tmp_path / "grads.py"
+    source.write_text("gradient = family.gradient\n\n@gradient('Abs')\ndef _abs(op, g):\n    return g\n\n"
+                      "family.gradients['Neg'] = _abs\n\n"
+                      "@family.gradient('Sign')\ndef _sign(op, g):\n    return None\n")
+    assert registration_problems(source) == ["line 1: an alias of .gradient", "line 3: @gradient, not @family.gradient",
+                                             "line 7: writes into .gradients"]
+
+
+# The helpers gradreg_plugins.rule_helpers holds for the families whose rules build TensorFlow ops
+# (the onnx family's rules build ONNX ops: their helpers are gradreg_plugins.onnx.grads.common).
+SHARED_RULE_HELPERS = {"conj", "unbroadcast", "unbroadcast_to", "unbroadcast_batch", "broadcast_axes", "mul",
+                       "div", "neg", "reduction", "dense_gradients", "with_dense_grads", "landed_indices"}
+
+
+def copied_rule_helpers(path: pathlib.Path) -> list[str]:
+    """Module-level functions and classes of ``path`` named as a shared rule helper (with or without
+    a leading underscore): a per-file copy of what rule_helpers provides, or of an operator."""
+    return [f"line {node.lineno}: {node.name}" for node in ast.parse(path.read_text()).body
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+            and node.name.lstrip("_").lower() in SHARED_RULE_HELPERS]
+
+
+RULE_MODULES = [p for p in sorted((PLUGINS / PLUGIN_PACKAGE).rglob("*.py"))
+                if "onnx" not in p.parts and p.name != "rule_helpers.py" and "family.gradient" in p.read_text()]
+
+
+@pytest.mark.parametrize("path", RULE_MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_rule_modules_use_the_shared_helpers_rather_than_copies(path):
+    found = copied_rule_helpers(path)
+    assert not found, (f"{path.relative_to(ROOT)} defines its own copy of a shared rule helper "
+                       f"(use gradreg_plugins.rule_helpers or an operator):\n" + "\n".join(found))
+
+
+def test_the_copy_check_sees_a_copied_helper(tmp_path):
+    source = tmp_path / "grads.py"
+    source.write_text("def _conj(t):\n    return t\n\ndef _mul(a, b):\n    return a\n\nclass _Reduction:\n    pass\n\n"
+                      "def _abs_grad(op, grad):\n    return grad\n")
+    assert copied_rule_helpers(source) == ["line 1: _conj", "line 4: _mul", "line 7: _Reduction"]

@@ -75,3 +75,20 @@ def test_a_models_own_initializers_graph_outputs_random_ops_and_large_results_ar
     assert [n.op_type for n in small.graph.node] == [n.op_type for n in nodes]
     y, z = run(small, X)
     assert z == -1 and np.all((y - (X - 1 + 2 * FOLD_LIMIT) >= 0) & (y - (X - 1 + 2 * FOLD_LIMIT) < 2))
+
+
+def test_reshape_and_transpose_chains_are_one_node_and_what_they_leave_unread_is_dropped():
+    nodes = [helper.make_node("Reshape", ["x", "flat"], ["f"]),
+             helper.make_node("Reshape", ["f", "back"], ["r"]),            # x's shape again: one Reshape
+             helper.make_node("Reshape", ["x", "column"], ["f2"]),
+             helper.make_node("Reshape", ["f2", "copy"], ["r2"]),           # a 0 copies f2's dim: kept as written
+             helper.make_node("Transpose", ["r", ], ["t"], perm=[1, 0]),
+             helper.make_node("Transpose", ["t"], ["t2"], perm=[1, 0]),    # composed: the identity permutation
+             helper.make_node("Sum", ["t2", "r2"], ["s"]),
+             helper.make_node("Reshape", ["s", "back"], ["y"])]
+    model = model_of(nodes, [("flat", np.array([6], np.int64)), ("back", np.array([2, 3], np.int64)),
+                             ("column", np.array([2, 3, 1], np.int64)), ("copy", np.array([0, -1], np.int64))])
+    small = compacted(model)
+    assert [n.op_type for n in small.graph.node] == ["Reshape", "Reshape", "Reshape", "Sum", "Reshape"]
+    assert list(small.graph.node[0].input) == ["x", "back"] and list(small.graph.node[3].input) == ["r", "r2"]
+    np.testing.assert_array_equal(run(small, X)[0], run(model, X)[0])

@@ -15,6 +15,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
+from onnx.inliner import inline_local_functions  # noqa: E402
 from onnx_models import load_case  # noqa: E402
 
 import gradreg as gr  # noqa: E402
@@ -68,8 +69,10 @@ def test_the_mlps_gradient_model_at_every_opset_passes_the_checker_and_runs_in_o
     model = graph_to_model(graph, outputs, opset=opset)     # onnx.checker (full) ran on it
     assert ai_onnx(model) == opset
     assert model.ir_version == onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-    if opset < 20:    # Gelu did not exist: written as its function body
-        assert "Gelu" not in {n.op_type for n in model.graph.node}
+    if opset < 20:    # Gelu did not exist: written as its function body (a model-local function)
+        nodes = [n for body in [model.graph, *model.functions] for n in body.node]
+        assert ("", "Gelu") not in {(n.domain, n.op_type) for n in nodes}
+        assert {(f.domain, f.name) for f in model.functions} >= {("gradreg.expanded", "Gelu")}
     assert_torchs_gradients(run_in_onnxruntime(model, case), case)
 
 
@@ -86,12 +89,20 @@ PLUMBING = {"Shape", "Size", "Reshape", "Expand", "Transpose", "Identity", "Cons
 
 @pytest.mark.parametrize("opset", [OLDEST, 19, 20, FAMILY_OPSET])
 def test_the_mlps_gradient_model_is_its_forward_and_each_ops_closed_form_gradient_with_no_plumbing(mlp, opset):
+    """Issue 32: no more than 3x the forward's nodes. The main graph holds the forward and one call of a
+    model-local function per op's gradient (gradreg_plugins.onnx.local_functions); inlined, the model is
+    the forward and each op's closed-form gradient, with no plumbing either way."""
     case, graph, outputs = mlp
-    forward = graph_to_model(graph, opset=opset)        # below 20, with Gelu's (folded) function body
-    budget = len(forward.graph.node) + sum(BACKWARD_NODES[n.op_type] for n in onnx.load(case.model_path).graph.node)
+    torch_forward = onnx.load(case.model_path).graph.node
     model = graph_to_model(graph, outputs, opset=opset)
-    assert len(model.graph.node) <= budget
+    assert len(model.graph.node) <= 3 * len(torch_forward)
+    forward = graph_to_model(graph, opset=opset)        # below 20, Gelu a call of its (folded) function body
+    assert len(forward.graph.node) == len(torch_forward)
+    flat = [n for n in inline_local_functions(model).graph.node if n.op_type != "Constant"]   # bodies' constants
+    flat_forward = [n for n in inline_local_functions(forward).graph.node if n.op_type != "Constant"]
+    assert len(flat) <= len(flat_forward) + sum(BACKWARD_NODES[n.op_type] for n in torch_forward)
     assert not PLUMBING & {n.op_type for n in model.graph.node}
+    assert not PLUMBING & {n.op_type for n in flat}
 
 
 @pytest.mark.parametrize("name", ["cond_opset18", "loop_opset13", "resnet_opset18", "mobilenetv2_opset18",

@@ -5,7 +5,7 @@ import pytest
 
 import gradreg
 from gradreg import hookimpl
-from gradreg.errors import PluginError
+from gradreg.errors import DuplicateRuleError, PluginError
 from gradreg.plugin import OpFamily
 from gradreg.registry import PluginSource, PluginWarning, Registry, get_registry
 
@@ -14,7 +14,7 @@ def _family(name, op_types=("Frob",), overrides=()):
     family = OpFamily(name, overrides=overrides)
     for op_type in op_types:
         family.op(op_type, inputs=["x: T"], outputs=["y: T"], attrs=["T: type"])
-        family.gradients[op_type] = lambda op, grad, _name=name: grad
+        family.gradient(op_type)(lambda op, grad, _name=name: grad)
         family.simple_kernel(op_type, lambda x: x)
     return family
 
@@ -151,6 +151,53 @@ def test_register_gradient_refuses_to_replace_silently():
 def test_register_gradient_refuses_to_replace_a_plugins_rule():
     with pytest.raises(PluginError, match="already registered by 'array'"):
         gradreg.RegisterGradient("Identity")(lambda op, grad: grad)
+
+
+def test_a_family_registers_one_rule_for_several_op_types():
+    family = OpFamily("several")
+
+    @family.gradient("Frob", "Frobnicate")
+    def rule(op, grad):
+        return grad
+
+    assert family.gradients == {"Frob": rule, "Frobnicate": rule}
+
+
+def test_a_second_rule_for_an_op_type_of_the_same_family_is_an_error_naming_both():
+    family = OpFamily("twice")
+
+    @family.gradient("Frob")
+    def first(op, grad):
+        return grad
+
+    def second(op, grad):
+        return grad * 2
+
+    with pytest.raises(DuplicateRuleError, match=r"op family 'twice': a gradient for 'Frob' is already registered "
+                       r"\(test_registry\..*first\); registering test_registry\..*second too needs override=True"):
+        family.gradient("Frob")(second)
+    assert family.gradients["Frob"] is first
+    with pytest.raises(DuplicateRuleError, match="'Frob'.*not differentiable"):
+        family.not_differentiable("Frob")
+    family.gradient("Frob", override=True)(second)
+    assert family.gradients["Frob"] is second
+
+
+def test_a_rule_for_an_op_type_declared_not_differentiable_is_an_error():
+    family = OpFamily("flat")
+    family.not_differentiable("Floor")
+    with pytest.raises(DuplicateRuleError, match="'Floor' is already registered \\(not differentiable\\)"):
+        family.gradient("Floor")(lambda op, grad: grad)
+    assert family.gradients == {"Floor": None}
+
+
+def test_separate_plugins_with_a_rule_each_still_resolve_by_name_not_by_the_duplicate_error():
+    # The duplicate error is within one family; two plugins providing one op type stay a conflict
+    # the registry reports (or resolves by declared overrides, first by name).
+    families = {"alpha": _family("alpha", overrides=["Frob"]), "beta": _family("beta", overrides=["Frob"])}
+    with pytest.warns(PluginWarning):
+        registry = Registry([_source(name, f) for name, f in families.items()])
+        assert registry.gradients.lookup("Frob").plugin == "alpha"
 
 
 def test_numba_kernels_load_lazily():

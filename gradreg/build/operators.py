@@ -20,6 +20,10 @@ def _binary(builder: str, scope: str | None) -> Callable[[Tensor, Any], Any]:
             return api_function(builder)(self, other)
     else:
         def operator(self: Tensor, other: Any) -> Any:
+            if isinstance(other, Tensor):
+                # No Const to put inside the scope: the builder's node takes the scope's name
+                # directly (the same unique name, one name scope fewer per operator).
+                return api_function(builder)(self, other, name=scope)
             with op_scope(None, scope, (self, other)) as name:
                 return api_function(builder)(self, other, name=name)
     operator.__name__ = builder

@@ -39,7 +39,7 @@ import numpy as np
 from google.protobuf import text_format
 
 from gradreg.errors import CheckpointError, FileAccessError
-from gradreg.file_access import FileAccess, check_file, is_inside, real, resolve_inside
+from gradreg.file_access import FileAccess, check_file, is_inside, no_nul, real, resolve_inside
 from gradreg.formats.atomic import atomic_write
 from gradreg.formats.tensor_bundle import BundleReader, index_path, write_bundle
 from gradreg.proto import checkpoint_state_pb2, trackable_object_graph_pb2
@@ -86,6 +86,7 @@ def write_checkpoint_state(directory: str, state: checkpoint_state_pb2.Checkpoin
 def _resolve(directory: str, path: str) -> str:
     """A path of the state file of ``directory``, resolved inside it (see the module docstring)."""
     what = f"{os.path.join(directory, STATE_FILE)}"
+    no_nul(path, what)
     if os.path.isabs(path) and not is_inside(real(path), real(directory)):
         moved = os.path.join(directory, os.path.basename(path))
         if os.path.basename(path) and os.path.lexists(index_path(moved)):

@@ -23,7 +23,7 @@ import importlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gradreg.errors import PluginError
+from gradreg.errors import DuplicateRuleError, PluginError
 from gradreg.model.opdefs import OpDefinition
 from gradreg.registry.cases import Case, make_case
 from gradreg.registry.extensions import FunctionCall
@@ -93,12 +93,28 @@ class OpFamily:
         """Register ``fn(*inputs)`` as the kernel of ``op_type``, whatever the node's attrs."""
         self.kernels.setdefault(backend, {})[op_type] = constant_factory(fn)
 
-    def gradient(self, op_type: str) -> Callable[..., Any]:
-        """Decorator registering ``rule(op, *grads)`` as the gradient of ``op_type``."""
+    def gradient(self, *op_types: str, override: bool = False) -> Callable[..., Any]:
+        """Decorator registering ``rule(op, *grads)`` as the gradient of each of ``op_types``:
+        ``@family.gradient("Add", "AddV2")``. An op type the family already has a rule for (or
+        declared not differentiable) raises DuplicateRuleError naming both, unless ``override``
+        says the new rule replaces the old one. (Another plugin's rule for the same op type is
+        no duplicate: the registry resolves that by plugin name, docs/plugins.md.)"""
+        if not op_types:
+            raise PluginError(f"op family '{self.name}': gradient() needs at least one op type")
+
         def register(rule: Callable[..., Any]) -> Callable[..., Any]:
-            self.gradients[op_type] = rule
+            for op_type in op_types:
+                self._claim_gradient(op_type, rule, override)
             return rule
         return register
+
+    def _claim_gradient(self, op_type: str, rule: Callable[..., Any] | None, override: bool) -> None:
+        if op_type in self.gradients and not override:
+            raise DuplicateRuleError(
+                f"op family '{self.name}': a gradient for '{op_type}' is already registered "
+                f"({_describe_rule(self.gradients[op_type])}); registering {_describe_rule(rule)} too needs "
+                f"override=True")
+        self.gradients[op_type] = rule
 
     def iteration_sum(self, op_type: str) -> Callable[..., Any]:
         """Decorator registering ``rule(op)`` as the iteration-sum rule of ``op_type`` (see
@@ -134,9 +150,11 @@ class OpFamily:
         self.calls = FunctionCall(self.calls.kernel if self.calls else None, rule)
         return rule
 
-    def not_differentiable(self, *op_types: str) -> None:
+    def not_differentiable(self, *op_types: str, override: bool = False) -> None:
+        """Declare that no gradient flows through ``op_types`` (a rule already registered for one
+        raises DuplicateRuleError, unless ``override``)."""
         for op_type in op_types:
-            self.gradients[op_type] = None
+            self._claim_gradient(op_type, None, override)
 
     def case(self, op_type: str, *inputs: Any, **options: Any) -> Case:
         """Declare how the plugin checker (gradreg.testing.check_plugin) tries ``op_type``: each
@@ -269,3 +287,11 @@ def _import_pending(modules: list[str]) -> None:
     import: one that fails is reported once, by the hook that asked, and not retried)."""
     while modules:
         importlib.import_module(modules.pop(0))
+
+
+def _describe_rule(rule: Callable[..., Any] | None) -> str:
+    """``module.qualname`` of a rule, for error messages ("not differentiable" for None)."""
+    if rule is None:
+        return "not differentiable"
+    module = getattr(rule, "__module__", None) or "?"
+    return f"{module}.{getattr(rule, '__qualname__', repr(rule))}"

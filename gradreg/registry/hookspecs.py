@@ -16,8 +16,9 @@ implements these hooks from decorators; a plugin may also implement them directl
     def gradreg_gradients():
         return {"MyOp": lambda op, grad: grad * 2.0}
 
-gradreg's built-in op families (array, math, nn, control_flow, function_call) are
-plugins of exactly this kind, listed in gradreg's own pyproject.toml.
+gradreg's built-in op families (the packages of plugins/gradreg_plugins/: array, math, nn,
+image, sparse, control_flow, function_call, training, random, onnx) are plugins of exactly this
+kind, listed in gradreg's own pyproject.toml.
 
 Two plugins providing the same op type in the same table (kernels of one backend,
 gradients, shape functions, op definitions) is a conflict: looking that op type up

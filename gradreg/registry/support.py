@@ -41,7 +41,8 @@ class KnownPlugin:
 _BUILT_IN = "reinstall gradreg (pip install -e .) so its entry points are registered"
 KNOWN_PLUGINS: tuple[KnownPlugin, ...] = tuple(
     KnownPlugin(name, f"gradreg_plugins.{name}:family", _BUILT_IN)
-    for name in ("array", "math", "nn", "control_flow", "function_call", "training", "random")
+    for name in ("array", "math", "nn", "image", "sparse", "control_flow", "function_call", "training", "random",
+                 "onnx")
 ) + (KnownPlugin("swish", "gradreg_swish:family", "pip install ./plugins/gradreg-swish", ("Swish",)),)
 
 

@@ -11,6 +11,11 @@ family = OpFamily(
     gradient_modules=["gradreg_plugins.array.grads"],
 )
 
+# The modules other families may import (tests/test_architecture.py holds every other module private
+# to this family): kernels: gather, gather_nd, scatter_nd_into for training's updates; slicing: which
+# rows a StridedSlice reads.
+public_modules = ("kernels", "slicing")
+
 from gradreg_plugins.array import (  # noqa: E402,F401  (they fill the family's tables)
     api,
     counting,

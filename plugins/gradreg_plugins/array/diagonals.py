@@ -351,8 +351,7 @@ def _versioned(op, base: str) -> str:
     return base + op.type[-2:]
 
 
-@family.gradient("MatrixDiagV2")
-@family.gradient("MatrixDiagV3")
+@family.gradient("MatrixDiagV2", "MatrixDiagV3")
 def _matrix_diag_v3_grad(op, grad):
     """The band read back (zero where the diagonal was padding); padding_value: the rest."""
     grad = _dense(grad)
@@ -362,8 +361,7 @@ def _matrix_diag_v3_grad(op, grad):
     return grad_diagonal, None, None, None, grad_padding
 
 
-@family.gradient("MatrixDiagPartV2")
-@family.gradient("MatrixDiagPartV3")
+@family.gradient("MatrixDiagPartV2", "MatrixDiagPartV3")
 def _matrix_diag_part_v3_grad(op, grad):
     """The band set into zeros (the padded entries dropped); padding_value: the padded entries."""
     grad = _dense(grad)
@@ -373,8 +371,7 @@ def _matrix_diag_part_v3_grad(op, grad):
     return grad_x, None, grad_padding
 
 
-@family.gradient("MatrixSetDiagV2")
-@family.gradient("MatrixSetDiagV3")
+@family.gradient("MatrixSetDiagV2", "MatrixSetDiagV3")
 def _matrix_set_diag_v3_grad(op, grad):
     grad = _dense(grad)
     diagonal, k = op.inputs[1], op.inputs[2]

@@ -19,8 +19,7 @@ from gradreg.model.indexed_slices import IndexedSlices
 from gradreg.model.shape_inference import constant_value
 from gradreg.model.shapes import TensorShape
 from gradreg_plugins.array import family, slicing
-
-gradient = family.gradient
+from gradreg_plugins.rule_helpers import landed_indices
 
 _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
@@ -75,7 +74,7 @@ def _product(values: list):
     out: int | Tensor = known
     for v in values:
         if isinstance(v, Tensor):
-            out = v if isinstance(out, int) and out == 1 else apply_op("Mul", out, v)
+            out = v if isinstance(out, int) and out == 1 else out * v
     return out
 
 
@@ -96,28 +95,24 @@ def _reshape_to(grad, x: Tensor) -> Tensor:
 
 # -- identities ---------------------------------------------------------------------------------
 
-@gradient("Identity")
-@gradient("Snapshot")
-@gradient("PlaceholderWithDefault")
-@gradient("EnsureShape")
+@family.gradient("Identity", "Snapshot", "PlaceholderWithDefault", "EnsureShape")
 def _identity_grad(op, grad):
     return grad
 
 
-@gradient("IdentityN")
+@family.gradient("IdentityN")
 def _identity_n_grad(op, *grads):
     return list(grads)
 
 
-@gradient("CheckNumerics")
-@gradient("CheckNumericsV2")
+@family.gradient("CheckNumerics", "CheckNumericsV2")
 def _check_numerics_grad(op, grad):
     message = op.get_attr("message").decode("utf-8", "replace")
     return apply_op(op.type, as_dense(grad),
                     message=f"Not a number (NaN) or infinity (Inf) values detected in gradient. {message}")
 
 
-@gradient("PreventGradient")
+@family.gradient("PreventGradient")
 def _prevent_gradient_grad(op, grad):
     message = op.get_attr("message").decode("utf-8", "replace")
     raise GradientError(f"{describe_node(op.name, op.type)}: Gradient explicitly disabled. Reason: {message}")
@@ -125,12 +120,12 @@ def _prevent_gradient_grad(op, grad):
 
 # -- reshaping ----------------------------------------------------------------------------------
 
-@gradient("Reshape")
+@family.gradient("Reshape")
 def _reshape_grad(op, grad):
     return _reshape_to(grad, op.inputs[0]), None
 
 
-@gradient("ExpandDims")
+@family.gradient("ExpandDims")
 def _expand_dims_grad(op, grad):
     dim = _static_int(op.inputs[1])
     if dim is None:
@@ -139,7 +134,7 @@ def _expand_dims_grad(op, grad):
     return apply_op("Squeeze", rules.dense(grad), squeeze_dims=[dim]), None
 
 
-@gradient("Squeeze")
+@family.gradient("Squeeze")
 def _squeeze_grad(op, grad):
     return _reshape_to(grad, op.inputs[0])
 
@@ -154,8 +149,7 @@ def _inverse_permutation(perm: Tensor) -> Tensor:
     return constant(inverse, perm.known_dtype.base_dtype)
 
 
-@gradient("Transpose")
-@gradient("ConjugateTranspose")
+@family.gradient("Transpose", "ConjugateTranspose")
 def _transpose_grad(op, grad):
     # ConjugateTranspose: the adjoint of conj(transpose(x)) is conj(transpose back).
     return apply_op(op.type, as_dense(grad), _inverse_permutation(op.inputs[1])), None
@@ -163,12 +157,12 @@ def _transpose_grad(op, grad):
 
 # -- joining and splitting ----------------------------------------------------------------------
 
-@gradient("Pack")
+@family.gradient("Pack")
 def _pack_grad(op, grad):
     return apply_op("Unpack", as_dense(grad), num=op.get_attr("N"), axis=op.get_attr("axis"))
 
 
-@gradient("Unpack")
+@family.gradient("Unpack")
 def _unpack_grad(op, *grads):
     return apply_op("Pack", [as_dense(g) for g in grads], axis=op.get_attr("axis"))
 
@@ -180,22 +174,22 @@ def _join(grads: list, axis: Tensor):
     return apply_op("ConcatV2", [as_dense(g) for g in grads], axis)
 
 
-@gradient("Split")
+@family.gradient("Split")
 def _split_grad(op, *grads):
     return None, _join(list(grads), op.inputs[0])
 
 
-@gradient("SplitV")
+@family.gradient("SplitV")
 def _split_v_grad(op, *grads):
     return _join(list(grads), op.inputs[2]), None, None
 
 
-@gradient("ConcatV2")
+@family.gradient("ConcatV2")
 def _concat_v2_grad(op, grad):
     return _concat_grad(grad, op.inputs[:-1], op.inputs[-1], op.outputs[0]) + [None]
 
 
-@gradient("Concat")
+@family.gradient("Concat")
 def _concat_grad_v1(op, grad):
     return [None] + _concat_grad(grad, op.inputs[1:], op.inputs[0], op.outputs[0])
 
@@ -241,7 +235,7 @@ def _concat_sparse_grad(grad: IndexedSlices, values: list, axis: int, sizes: lis
             in_range = apply_op("LogicalAnd", apply_op("GreaterEqual", indices, rules.ints(start, index_dtype)),
                                 apply_op("Less", indices, rules.ints(start + size, index_dtype)))
             picked = apply_op("Squeeze", apply_op("Where", in_range), squeeze_dims=[1])
-            rows = apply_op("Sub", apply_op("GatherV2", indices, picked, 0), rules.ints(start, index_dtype))
+            rows = apply_op("GatherV2", indices, picked, 0) - rules.ints(start, index_dtype)
             out.append(IndexedSlices(apply_op("GatherV2", grad.values, picked, 0), rows, dense_shape))
         else:
             begin = [0] * len(value.shape.dims)
@@ -255,7 +249,7 @@ def _concat_sparse_grad(grad: IndexedSlices, values: list, axis: int, sizes: lis
 
 # -- slicing ------------------------------------------------------------------------------------
 
-@gradient("Slice")
+@family.gradient("Slice")
 def _slice_grad(op, grad):
     """Zeros around the slice: Pad with begin before and the rest of each dim after."""
     x, begin = op.inputs[0], op.inputs[1]
@@ -268,13 +262,13 @@ def _slice_grad(op, grad):
         paddings = constant(np.stack([before, after], axis=1).astype(index_dtype.np), index_dtype)
     else:
         column = rules.ints([-1, 1])
-        grown = apply_op("Sub", rules.shape_vector(x, index_dtype), rules.shape_vector(op.outputs[0], index_dtype))
-        after = apply_op("Sub", grown, begin)
+        grown = rules.shape_vector(x, index_dtype) - rules.shape_vector(op.outputs[0], index_dtype)
+        after = grown - begin
         paddings = apply_op("ConcatV2", [apply_op("Reshape", begin, column), apply_op("Reshape", after, column)], 1)
     return apply_op("Pad", as_dense(grad), paddings), None, None
 
 
-@gradient("StridedSlice")
+@family.gradient("StridedSlice")
 def _strided_slice_grad(op, grad):
     x, begin, end, strides = op.inputs
     if begin.dtype.base_dtype not in (dtypes.int32, dtypes.int64):   # StridedSliceGrad has no int16
@@ -306,7 +300,7 @@ def _strided_slice_grad_iteration_sum(op):
     return [begin, dy], build
 
 
-@gradient("StridedSliceGrad")
+@family.gradient("StridedSliceGrad")
 def _strided_slice_grad_grad(op, grad):
     _, begin, end, strides, _ = op.inputs
     return None, None, None, None, apply_op("StridedSlice", as_dense(grad), begin, end, strides, **_masks(op))
@@ -314,12 +308,12 @@ def _strided_slice_grad_grad(op, grad):
 
 # -- padding, tiling, filling, broadcasting -----------------------------------------------------
 
-@gradient("Pad")
+@family.gradient("Pad")
 def _pad_grad(op, grad):
     return _padded_part(op, as_dense(grad)), None
 
 
-@gradient("PadV2")
+@family.gradient("PadV2")
 def _pad_v2_grad(op, grad):
     """The padded part as for Pad; the fill value got everything outside it. (TensorFlow returns
     None for the fill value; it is differentiable, so it gets its gradient here unless it is a
@@ -329,7 +323,7 @@ def _pad_v2_grad(op, grad):
     fill = op.inputs[2]
     dfill = None
     if fill.dtype.is_differentiable and constant_value(fill) is None:
-        dfill = apply_op("Sub", _sum_all(grad), _sum_all(dx))
+        dfill = _sum_all(grad) - _sum_all(dx)
     return dx, None, dfill
 
 
@@ -345,17 +339,17 @@ def _padded_part(op, grad: Tensor) -> Tensor:
     return apply_op("Slice", grad, begin, rules.shape_vector(x, index_dtype))
 
 
-@gradient("MirrorPad")
+@family.gradient("MirrorPad")
 def _mirror_pad_grad(op, grad):
     return apply_op("MirrorPadGrad", as_dense(grad), op.inputs[1], mode=op.get_attr("mode")), None
 
 
-@gradient("MirrorPadGrad")
+@family.gradient("MirrorPadGrad")
 def _mirror_pad_grad_grad(op, grad):
     return apply_op("MirrorPad", as_dense(grad), op.inputs[1], mode=op.get_attr("mode")), None
 
 
-@gradient("Tile")
+@family.gradient("Tile")
 def _tile_grad(op, grad):
     """Sum of the tiles: grad reshaped to [m0, d0, m1, d1, ...] and summed over the m axes. An
     IndexedSlices gradient is first folded onto the rows of one tile (indices mod d0)."""
@@ -393,7 +387,7 @@ def _rows_modulo(grad: IndexedSlices, x: Tensor) -> Tensor:
     return apply_op("UnsortedSegmentSum", grad.values, apply_op("FloorMod", grad.indices, count), count)
 
 
-@gradient("BroadcastTo")
+@family.gradient("BroadcastTo")
 def _broadcast_to_grad(op, grad):
     return _summed_to(as_dense(grad), op.inputs[0], op.outputs[0].shape), None
 
@@ -417,19 +411,19 @@ def _summed_to(grad: Tensor, x: Tensor, out_shape: TensorShape) -> Tensor:
     return apply_op("Reshape", apply_op("Sum", grad, reduced, keep_dims=True), x_shape)
 
 
-@gradient("Fill")
+@family.gradient("Fill")
 def _fill_grad(op, grad):
     return None, _sum_all(as_dense(grad))
 
 
 # -- gathering and scattering -------------------------------------------------------------------
 
-@gradient("Gather")
+@family.gradient("Gather")
 def _gather_grad(op, grad):
     return _rows_gradient(op.inputs[0], op.inputs[1], grad), None
 
 
-@gradient("GatherV2")
+@family.gradient("GatherV2")
 def _gather_v2_grad(op, grad):
     """Axis 0: IndexedSlices (the gathered rows). Another axis: moved to the front (after the
     batch dims), summed with UnsortedSegmentSum and moved back, as TensorFlow does."""
@@ -498,10 +492,11 @@ def _gather_axis_gradient(params, indices, grad, axis: int, batch_dims: int, out
     middle = p.range(b, a) + inner                   # the dims after the row dim, once moved
     if b:
         batches = _product(batch)
-        offsets = apply_op("Mul", apply_op("Range", _cast_scalar(0, index_dtype), _cast_scalar(batches, index_dtype),
-                                           _cast_scalar(1, index_dtype)), _cast_scalar(rows, index_dtype))
+        ordinals = apply_op("Range", _cast_scalar(0, index_dtype), _cast_scalar(batches, index_dtype),
+                            _cast_scalar(1, index_dtype))
+        offsets = ordinals * _cast_scalar(rows, index_dtype)
         offsets = apply_op("Reshape", offsets, _vector(batch + [1] * k))
-        indices = apply_op("AddV2", indices, offsets)
+        indices = indices + offsets
         values = apply_op("Reshape", values, _vector([_product([batches, count])] + middle))
         segments = _product([batches, rows])
     else:
@@ -533,16 +528,16 @@ def _gather_axis_gradient_dynamic(params, indices, grad, axis_tensor, batch_dims
     params_shape = apply_op("Shape", params)
     rank = apply_op("Rank", params)
     a = apply_op("FloorMod", axis_tensor, rank)
-    a1 = apply_op("AddV2", a, rules.ints(1))
+    a1 = a + rules.ints(1)
     a_vec, a1_vec = apply_op("Reshape", a, rules.ints([1])), apply_op("Reshape", a1, rules.ints([1]))
-    k = apply_op("Sub", apply_op("Rank", indices), rules.ints(b))
+    k = apply_op("Rank", indices) - rules.ints(b)
 
     def piece(begin, end, **masks):
         return apply_op("StridedSlice", params_shape, begin, end, rules.ints([1]), **masks)
     outer, inner = piece(rules.ints([0]), a_vec, begin_mask=1), piece(a1_vec, rules.ints([0]), end_mask=1)
     rows = apply_op("Reshape", piece(a_vec, a1_vec), rules.ints([]))
     index_dims = apply_op("StridedSlice", apply_op("Shape", grad), a_vec,
-                          apply_op("AddV2", a_vec, apply_op("Reshape", k, rules.ints([1]))), rules.ints([1]))
+                          a_vec + apply_op("Reshape", k, rules.ints([1])), rules.ints([1]))
     count = apply_op("Prod", index_dims, rules.ints([0]), keep_dims=True)
     values = apply_op("Reshape", grad, apply_op("ConcatV2", [outer, count, inner], 0))
 
@@ -555,13 +550,13 @@ def _gather_axis_gradient_dynamic(params, indices, grad, axis_tensor, batch_dims
     if b:
         batch = piece(rules.ints([0]), rules.ints([b]))
         batches = apply_op("Prod", batch, rules.ints([0]))
-        segments = apply_op("Mul", batches, rows)
+        segments = batches * rows
         batch_index = apply_op("Range", rules.ints(0, index_dtype), apply_op("Cast", batches, DstT=index_dtype),
                                rules.ints(1, index_dtype))
-        offsets = apply_op("Mul", batch_index, apply_op("Cast", rows, DstT=index_dtype))
+        offsets = batch_index * apply_op("Cast", rows, DstT=index_dtype)
         ones = apply_op("Fill", apply_op("Reshape", k, rules.ints([1])), rules.ints(1))
         offsets = apply_op("Reshape", offsets, apply_op("ConcatV2", [batch, ones], 0))
-        indices = apply_op("AddV2", indices, offsets)
+        indices = indices + offsets
         flat_rows = apply_op("ExpandDims", apply_op("Size", indices), 0)
         values = apply_op("Reshape", values, apply_op("ConcatV2", [flat_rows, middle], 0))
     else:
@@ -579,7 +574,7 @@ def _index_shape(t: Tensor, indices: Tensor) -> Tensor:
     return rules.shape_vector(t, indices.known_dtype.base_dtype)
 
 
-@gradient("GatherNd")
+@family.gradient("GatherNd")
 def _gather_nd_grad(op, grad):
     params, indices = op.inputs
     grad = as_dense(grad)
@@ -598,12 +593,12 @@ def _gathered(grad: Tensor, op, indices: Tensor) -> Tensor:
     return apply_op("GatherNd", grad, indices, bad_indices_policy=op.get_attr("bad_indices_policy"))
 
 
-@gradient("ScatterNd")
+@family.gradient("ScatterNd")
 def _scatter_nd_grad(op, grad):
     return None, _gathered(as_dense(grad), op, op.inputs[0]), None
 
 
-@gradient("TensorScatterUpdate")
+@family.gradient("TensorScatterUpdate")
 def _tensor_scatter_update_grad(op, grad):
     """The overwritten elements of the tensor get no gradient; of the updates, those that land
     get theirs. Where indices repeat, only the last update of a row lands (TensorFlow's CPU
@@ -632,54 +627,19 @@ def _landed_updates(op) -> Tensor | None:
     return landed_indices(indices, prefix, policy)
 
 
-def landed_indices(indices: Tensor, prefix_shape: Tensor | None, policy: bytes = b"") -> Tensor | None:
-    """For a scatter that overwrites (the last write to a row lands, as on TensorFlow's CPU): its
-    indices [..., depth] with the rows a later write overwrote replaced by -1, so that GatherNd
-    with the IGNORE policy reads zeros for them. None when no row can repeat.
-
-    With constant indices this is worked out while building the graph. Otherwise
-    ``prefix_shape`` (the shape of the indexed dims, a vector of the indices' type) is filled
-    with -1, each write's ordinal is scattered like the writes, and a write landed where its
-    ordinal is the one read back."""
-    known = constant_value(indices)
-    index_dtype = dtypes.int64 if indices.known_dtype.base_dtype is dtypes.int64 else dtypes.int32
-    if known is not None:
-        known = np.asarray(known, dtype=np.int64)
-        rows = known.reshape(-1, known.shape[-1]) if known.ndim else known.reshape(1, 0)
-        if rows.shape[0] < 2 or np.unique(rows, axis=0).shape[0] == rows.shape[0]:
-            return None
-        _, first_in_reversed = np.unique(rows[::-1], axis=0, return_index=True)
-        landed = np.zeros(rows.shape[0], bool)
-        landed[rows.shape[0] - 1 - first_in_reversed] = True
-        return constant(np.where(landed[:, None], rows, -1).reshape(known.shape).astype(index_dtype.np), index_dtype)
-    if indices.known_dtype.base_dtype is not index_dtype:
-        indices = apply_op("Cast", indices, DstT=index_dtype)
-    assert prefix_shape is not None, "run-time indices need the shape of the indexed dims"
-    batch = apply_op("StridedSlice", apply_op("Shape", indices, out_type=index_dtype), [0], [-1], [1], begin_mask=1)
-    count = apply_op("Prod", batch, rules.ints([0]))
-    ordinals = apply_op("Reshape", apply_op("Range", rules.ints(0, index_dtype), count, rules.ints(1, index_dtype)),
-                        batch)
-    unset = apply_op("Fill", prefix_shape, rules.ints(-1, index_dtype))
-    written = apply_op("TensorScatterUpdate", unset, indices, ordinals, bad_indices_policy=policy)
-    landed = apply_op("Equal", apply_op("GatherNd", written, indices, bad_indices_policy=policy), ordinals)
-    return apply_op("SelectV2", apply_op("ExpandDims", landed, rules.ints(-1)), indices, rules.ints(-1, index_dtype))
-
-
-@gradient("TensorScatterAdd")
-@gradient("ScatterNdNonAliasingAdd")
+@family.gradient("TensorScatterAdd", "ScatterNdNonAliasingAdd")
 def _tensor_scatter_add_grad(op, grad):
     grad = as_dense(grad)
     return grad, None, _gathered(grad, op, op.inputs[1])
 
 
-@gradient("TensorScatterSub")
+@family.gradient("TensorScatterSub")
 def _tensor_scatter_sub_grad(op, grad):
     grad = as_dense(grad)
     return grad, None, -_gathered(grad, op, op.inputs[1])
 
 
-@gradient("TensorScatterMax")
-@gradient("TensorScatterMin")
+@family.gradient("TensorScatterMax", "TensorScatterMin")
 def _tensor_scatter_extreme_grad(op, grad):
     """Shared equally among the tensor's element and the updates equal to the result (as
     TensorFlow does at ties)."""
@@ -695,7 +655,7 @@ def _tensor_scatter_extreme_grad(op, grad):
     return per_share * from_x, None, _gathered(per_share, op, indices) * from_updates
 
 
-@gradient("TensorStridedSliceUpdate")
+@family.gradient("TensorStridedSliceUpdate")
 def _tensor_strided_slice_update_grad(op, grad):
     """The input's gradient outside the slice; the slice's, summed to the value's shape (the
     value is broadcast to the slice)."""
@@ -708,17 +668,17 @@ def _tensor_strided_slice_update_grad(op, grad):
 
 # -- reversing, diagonals, bands ----------------------------------------------------------------
 
-@gradient("ReverseV2")
+@family.gradient("ReverseV2")
 def _reverse_grad(op, grad):
     return apply_op("ReverseV2", as_dense(grad), op.inputs[1]), None
 
 
-@gradient("MatrixDiag")
+@family.gradient("MatrixDiag")
 def _matrix_diag_grad(op, grad):
     return apply_op("MatrixDiagPart", as_dense(grad))
 
 
-@gradient("MatrixDiagPart")
+@family.gradient("MatrixDiagPart")
 def _matrix_diag_part_grad(op, grad):
     """The diagonal back on a zero matrix: MatrixDiag makes the leading k x k block (k = min of
     the matrix dims); Pad completes a non-square matrix with zero rows or columns."""
@@ -733,13 +693,13 @@ def _matrix_diag_part_grad(op, grad):
         return apply_op("Pad", block, paddings)
     shape = apply_op("Shape", x)
     matrix = apply_op("StridedSlice", shape, [-2], [0], [1], end_mask=1)
-    extra = apply_op("Sub", matrix, apply_op("Min", matrix, rules.ints(0), keep_dims=True))
-    leading = apply_op("Fill", apply_op("Pack", [apply_op("Sub", apply_op("Rank", x), rules.ints(2)), rules.ints(2)]),
+    extra = matrix - apply_op("Min", matrix, rules.ints(0), keep_dims=True)
+    leading = apply_op("Fill", apply_op("Pack", [apply_op("Rank", x) - rules.ints(2), rules.ints(2)]),
                        rules.ints(0))
     tail = apply_op("Pack", [apply_op("ZerosLike", extra), extra], axis=1)
     return apply_op("Pad", block, apply_op("ConcatV2", [leading, tail], 0))
 
 
-@gradient("MatrixBandPart")
+@family.gradient("MatrixBandPart")
 def _matrix_band_part_grad(op, grad):
     return apply_op("MatrixBandPart", as_dense(grad), op.inputs[1], op.inputs[2]), None, None

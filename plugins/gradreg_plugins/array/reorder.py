@@ -63,7 +63,7 @@ family.simple_kernel("Roll", roll)
 @family.gradient("Roll")
 def _roll_grad(op, grad):
     """Rolled back: the same axes, the shifts negated."""
-    return apply_op("Roll", as_dense(grad), apply_op("Neg", op.inputs[1]), op.inputs[2]), None, None
+    return apply_op("Roll", as_dense(grad), -op.inputs[1], op.inputs[2]), None, None
 
 
 # -- ReverseSequence ---------------------------------------------------------------------------------

@@ -199,9 +199,9 @@ def _dynamic_picks(op, indices: list) -> list:
     ordinals, offset = [], rules.ints(0)
     for idx in indices:
         size = apply_op("Size", idx)
-        span = apply_op("Range", offset, apply_op("AddV2", offset, size), rules.ints(1))
+        span = apply_op("Range", offset, offset + size, rules.ints(1))
         ordinals.append(apply_op("Reshape", span, apply_op("Shape", idx)))
-        offset = apply_op("AddV2", offset, size)
+        offset = offset + size
     winners = apply_op(op.type, indices, ordinals)
     rows = apply_op("StridedSlice", apply_op("Shape", winners), [0], [1], [1], shrink_axis_mask=1)
     picks = []
@@ -216,6 +216,6 @@ def _one_more_row(grad: Tensor) -> Tensor:
     rank = grad.shape.rank
     if rank is not None:
         return rules.ints([[0, 1]] + [[0, 0]] * (rank - 1))
-    rest = apply_op("Fill", apply_op("Pack", [apply_op("Sub", apply_op("Rank", grad), rules.ints(1)), rules.ints(2)],
+    rest = apply_op("Fill", apply_op("Pack", [apply_op("Rank", grad) - rules.ints(1), rules.ints(2)],
                                      axis=0), rules.ints(0))
     return apply_op("ConcatV2", [rules.ints([[0, 1]]), rest], rules.ints(0))

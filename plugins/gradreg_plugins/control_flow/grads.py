@@ -23,11 +23,8 @@ from gradreg.model.graph import Tensor
 from gradreg.proto import attr_value_pb2
 from gradreg_plugins.control_flow import family
 
-gradient = family.gradient
 
-
-@gradient("Merge")
-@gradient("RefMerge")
+@family.gradient("Merge", "RefMerge")
 def _merge_grad(op, grad, _value_index_grad=None):
     if grad is None:
         return [None] * len(op.inputs)
@@ -38,8 +35,7 @@ def _merge_grad(op, grad, _value_index_grad=None):
     return [apply_op("Switch", grad, apply_op("Equal", taken, i))[1] for i in range(len(op.inputs))]
 
 
-@gradient("Switch")
-@gradient("RefSwitch")
+@family.gradient("Switch", "RefSwitch")
 def _switch_grad(op, false_grad, true_grad):
     grads = [g for g in (false_grad, true_grad) if g is not None]
     if not grads:
@@ -57,7 +53,7 @@ def _switch_grad(op, false_grad, true_grad):
     return [apply_op("Merge", [as_dense(false_grad), as_dense(true_grad)], name="cond_grad")[0], None]
 
 
-@gradient("RefIdentity")
+@family.gradient("RefIdentity")
 def _ref_identity_grad(op, grad):
     return grad
 
@@ -68,7 +64,7 @@ def _loop_op(op, *grads):
 
 
 for _op_type in sorted(ENTER | EXIT | NEXT_ITERATION):
-    gradient(_op_type)(_loop_op)
+    family.gradient(_op_type)(_loop_op)
 
 family.not_differentiable("LoopCond", "ControlTrigger", "NoOp", "Assert", "StackV2", "StackPushV2",
                           "StackPopV2", "StackCloseV2", "EmptyTensorList", "TensorListReserve",
@@ -117,8 +113,7 @@ def _differentiable_only(tensors, grads):
             or _known_resource(t) else None for t, g in zip(tensors, grads)]
 
 
-@gradient("If")
-@gradient("StatelessIf")
+@family.gradient("If", "StatelessIf")
 def _if_grad(op, *grads):
     inputs = list(op.inputs[1:])
     out = apply_op(op.type, op.inputs[0], inputs + _dense_output_grads(op, grads), Tout=_grad_types(inputs),
@@ -128,8 +123,7 @@ def _if_grad(op, *grads):
     return [None] + _differentiable_only(inputs, out)
 
 
-@gradient("Case")
-@gradient("StatelessCase")
+@family.gradient("Case", "StatelessCase")
 def _case_grad(op, *grads):
     inputs = list(op.inputs[1:])
     library = op.graph.library
@@ -143,8 +137,7 @@ def _case_grad(op, *grads):
     return [None] + _differentiable_only(inputs, out)
 
 
-@gradient("While")
-@gradient("StatelessWhile")
+@family.gradient("While", "StatelessWhile")
 def _while_grad(op, *grads):
     graph = op.graph
     library = graph.library
@@ -166,7 +159,7 @@ def _while_grad(op, *grads):
         values, lists = rest[:n], rest[n:]
         pushed = [lst if same else apply_op("TensorListPushBack", lst, v)
                   for lst, v, same in zip(lists, values, invariant)]
-        return [apply_op("AddV2", count, 1)] + _call(body.name, values, types) + pushed
+        return [count + 1] + _call(body.name, values, types) + pushed
     acc_body = make_function(library, f"{body.name}_accumulating", [count_type] + types + slot_types,
                              accumulating_body)
     empty = [x if same else apply_op("EmptyTensorList", convert_to_tensor(-1, dtypes.int32),
@@ -186,7 +179,7 @@ def _while_grad(op, *grads):
                   for lst, t, same in zip(lists, types, invariant)]
         values = [p[1] for p in popped]
         input_grads = _call(body_grad, list(values) + list(output_grads), grad_types)
-        return [apply_op("Sub", count, 1)] + input_grads + [p[0] for p in popped]
+        return [count - 1] + input_grads + [p[0] for p in popped]
     back_body = make_function(library, f"{body.name}_backward_body", [count_type] + grad_types + slot_types,
                               backward_body)
     backward = apply_op("StatelessWhile", [trip_count] + _dense_output_grads(op, grads) + list(lists),
@@ -213,7 +206,7 @@ def _row_shape(t):
     return apply_op("Slice", apply_op("Shape", t), rules.ints([1]), rules.ints([-1]))
 
 
-@gradient("TensorListPushBack")
+@family.gradient("TensorListPushBack")
 def _push_back_grad(op, dlist):
     if dlist is None:
         return [None, None]
@@ -222,7 +215,7 @@ def _push_back_grad(op, dlist):
     return [rest, element]
 
 
-@gradient("TensorListPopBack")
+@family.gradient("TensorListPopBack")
 def _pop_back_grad(op, dlist, delement):
     dtype = op.get_attr("element_dtype")
     if dlist is None:
@@ -233,13 +226,13 @@ def _pop_back_grad(op, dlist, delement):
     return [apply_op("TensorListPushBack", dlist, as_dense(delement)), None]
 
 
-@gradient("TensorListStack")
+@family.gradient("TensorListStack")
 def _stack_grad(op, dtensor):
     dtensor = as_dense(dtensor)
     return [apply_op("TensorListFromTensor", dtensor, _row_shape(dtensor)), None]
 
 
-@gradient("TensorListFromTensor")
+@family.gradient("TensorListFromTensor")
 def _from_tensor_grad(op, dlist):
     if dlist is None:
         return [None, None]
@@ -249,7 +242,7 @@ def _from_tensor_grad(op, dlist):
                      num_elements=-1 if rows is None else rows), None]
 
 
-@gradient("TensorListGetItem")
+@family.gradient("TensorListGetItem")
 def _get_item_grad(op, ditem):
     dtype = op.get_attr("element_dtype")
     length = apply_op("TensorListLength", op.inputs[0])
@@ -257,7 +250,7 @@ def _get_item_grad(op, ditem):
     return [apply_op("TensorListSetItem", reserved, op.inputs[1], as_dense(ditem)), None, None]
 
 
-@gradient("TensorListSetItem")
+@family.gradient("TensorListSetItem")
 def _set_item_grad(op, dlist):
     if dlist is None:
         return [None, None, None]
@@ -270,14 +263,14 @@ def _set_item_grad(op, dlist):
     return [without_item, None, ditem]
 
 
-@gradient("TensorListResize")
+@family.gradient("TensorListResize")
 def _resize_grad(op, dlist):
     if dlist is None:
         return [None, None]
     return [apply_op("TensorListResize", dlist, apply_op("TensorListLength", op.inputs[0])), None]
 
 
-@gradient("TensorListGather")
+@family.gradient("TensorListGather")
 def _gather_grad(op, dvalues):
     # TensorFlow scatters the rows' gradients into a reserved list, so of an index gathered twice
     # only one row's gradient survives; summing the rows per index is the derivative.
@@ -292,17 +285,17 @@ def _scatter_grad(op, dlist):
     return apply_op("TensorListGather", dlist, indices, _row_shape(tensor), element_dtype=op.get_attr("element_dtype"))
 
 
-@gradient("TensorListScatter")
+@family.gradient("TensorListScatter")
 def _scatter_v1_grad(op, dlist):
     return [None, None, None] if dlist is None else [_scatter_grad(op, dlist), None, None]
 
 
-@gradient("TensorListScatterV2")
+@family.gradient("TensorListScatterV2")
 def _scatter_v2_grad(op, dlist):
     return [None] * 4 if dlist is None else [_scatter_grad(op, dlist), None, None, None]
 
 
-@gradient("TensorListScatterIntoExistingList")
+@family.gradient("TensorListScatterIntoExistingList")
 def _scatter_into_grad(op, dlist):
     if dlist is None:
         return [None, None, None]
@@ -314,7 +307,7 @@ def _scatter_into_grad(op, dlist):
     return [without, dtensor, None]
 
 
-@gradient("TensorListSplit")
+@family.gradient("TensorListSplit")
 def _split_grad(op, dlist):
     if dlist is None:
         return [None, None, None]
@@ -324,8 +317,7 @@ def _split_grad(op, dlist):
     return [dtensor[0], None, None]
 
 
-@gradient("TensorListConcat")
-@gradient("TensorListConcatV2")
+@family.gradient("TensorListConcat", "TensorListConcatV2")
 def _concat_grad(op, dtensor, _dlengths=None):
     if dtensor is None:
         return [None] * len(op.inputs)
@@ -343,14 +335,14 @@ family.not_differentiable("TensorListConcatLists", "TensorListPushBackBatch")
 family.not_differentiable("OptionalNone", "OptionalHasValue")
 
 
-@gradient("OptionalFromValue")
+@family.gradient("OptionalFromValue")
 def _optional_from_value_grad(op, grad):
     out = apply_op("OptionalGetValue", grad, output_types=[t.dtype.base_dtype for t in op.inputs],
                    output_shapes=[t.shape for t in op.inputs])
     return [out] if isinstance(out, Tensor) else list(out)
 
 
-@gradient("OptionalGetValue")
+@family.gradient("OptionalGetValue")
 def _optional_get_value_grad(op, *grads):
     return [apply_op("OptionalFromValue", [as_dense(g) if g is not None else apply_op("ZerosLike", t)
                                            for t, g in zip(op.outputs, grads)])]
@@ -358,7 +350,7 @@ def _optional_get_value_grad(op, *grads):
 
 # -- composite tensors as variants (TensorFlow's composite_tensor_ops.py) ---------------------------
 
-@gradient("CompositeTensorVariantFromComponents")
+@family.gradient("CompositeTensorVariantFromComponents")
 def _composite_from_components_grad(op, grad):
     if grad is None:
         return [None] * len(op.inputs)
@@ -367,7 +359,7 @@ def _composite_from_components_grad(op, grad):
     return [out] if isinstance(out, Tensor) else list(out)
 
 
-@gradient("CompositeTensorVariantToComponents")
+@family.gradient("CompositeTensorVariantToComponents")
 def _composite_to_components_grad(op, *grads):
     """The encoding of the components' gradients; a component without one (a ragged tensor's row
     splits) keeps its value, as TensorFlow's rule does."""

@@ -24,8 +24,6 @@ from gradreg_plugins.control_flow import family
 
 op = family.op
 kernel = family.kernel
-gradient = family.gradient
-
 # -- definitions ---------------------------------------------------------------------------------
 
 _STATEFUL = {"stateful": True}
@@ -392,4 +390,4 @@ def _split_grad(op, flow):
 for _suffix in VERSIONS:
     for _name, _rule in (("Read", _read_grad), ("Write", _write_grad), ("Gather", _gather_grad),
                          ("Scatter", _scatter_grad), ("Concat", _concat_grad), ("Split", _split_grad)):
-        gradient(f"TensorArray{_name}{_suffix}")(_rule)
+        family.gradient(f"TensorArray{_name}{_suffix}")(_rule)

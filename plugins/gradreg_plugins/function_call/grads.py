@@ -25,8 +25,6 @@ from gradreg.proto import attr_value_pb2
 from gradreg.registry import get_registry
 from gradreg_plugins.function_call import family
 
-gradient = family.gradient
-
 
 def _output_grads(op, grads):
     """Every output gets a gradient tensor (zeros where none arrived), as function gradients expect."""
@@ -78,8 +76,7 @@ def _op_of(out):
     return out.op if hasattr(out, "op") else out[0].op
 
 
-@gradient("PartitionedCall")
-@gradient("StatefulPartitionedCall")
+@family.gradient("PartitionedCall", "StatefulPartitionedCall")
 def _partitioned_call_grad(op, *grads):
     return _function_call_grad(op, op.get_attr("f").name, call_attrs_of(op, "f"), grads)
 
@@ -89,7 +86,7 @@ def _call_by_name_grad(op, *grads):
     return _function_call_grad(op, op.type, call_attrs_of(op), grads)
 
 
-@gradient("SymbolicGradient")
+@family.gradient("SymbolicGradient")
 def _symbolic_gradient_grad(op, *grads):
     func = op.get_attr("f")
     grad_name = ensure_symbolic_gradient_function(op.graph.library, func.name, call_attrs_of(op, "f"),

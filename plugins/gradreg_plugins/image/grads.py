@@ -11,8 +11,6 @@ from gradreg.build.builders import apply_op
 from gradreg.model import dtypes
 from gradreg_plugins.image import colour, family, transform
 
-gradient = family.gradient
-
 _FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 
 
@@ -38,7 +36,7 @@ def _cast(t, dtype):
 
 # -- resizing ---------------------------------------------------------------------------------------
 
-@gradient("ResizeBilinear")
+@family.gradient("ResizeBilinear")
 def _resize_bilinear_grad(op, grad):
     images = op.inputs[0]
     if not _is_float(images):
@@ -46,7 +44,7 @@ def _resize_bilinear_grad(op, grad):
     return apply_op("ResizeBilinearGrad", grad, images, **_flags(op)), None
 
 
-@gradient("ResizeBicubic")
+@family.gradient("ResizeBicubic")
 def _resize_bicubic_grad(op, grad):
     # ResizeBicubicGrad runs float32 and float64 images only; half-precision images get their
     # gradient through float32 (TensorFlow's rule gives them None).
@@ -60,7 +58,7 @@ def _resize_bicubic_grad(op, grad):
     return _cast(wide, dtype), None
 
 
-@gradient("ResizeNearestNeighbor")
+@family.gradient("ResizeNearestNeighbor")
 def _resize_nearest_grad(op, grad):
     images = op.inputs[0]
     if not _is_float(images):
@@ -72,25 +70,25 @@ def _resize_nearest_grad(op, grad):
 # gradient's size) as adjoint. TensorFlow registers no rule for them (ResizeBilinearGrad is
 # marked not differentiable): gradreg's are exact, so second derivatives through resizes exist.
 
-@gradient("ResizeBilinearGrad")
+@family.gradient("ResizeBilinearGrad")
 def _resize_bilinear_grad_grad(op, grad):
     grads = op.inputs[0]
     return apply_op("ResizeBilinear", grad, spatial_size(grads), **_flags(op)), None
 
 
-@gradient("ResizeBicubicGrad")
+@family.gradient("ResizeBicubicGrad")
 def _resize_bicubic_grad_grad(op, grad):
     grads = op.inputs[0]
     return apply_op("ResizeBicubic", grad, spatial_size(grads), **_flags(op)), None
 
 
-@gradient("ResizeNearestNeighborGrad")
+@family.gradient("ResizeNearestNeighborGrad")
 def _resize_nearest_grad_grad(op, grad):
     grads = op.inputs[0]
     return apply_op("ResizeNearestNeighbor", grad, spatial_size(grads), **_flags(op)), None
 
 
-@gradient("ScaleAndTranslate")
+@family.gradient("ScaleAndTranslate")
 def _scale_and_translate_grad(op, grad):
     # ScaleAndTranslateGrad runs float32 only: other images get their gradient through float32
     # (TensorFlow's rule builds the op with their type, which it refuses). As in TensorFlow,
@@ -103,7 +101,7 @@ def _scale_and_translate_grad(op, grad):
     return _cast(wide, images.dtype.base_dtype), None, None, None
 
 
-@gradient("ScaleAndTranslateGrad")
+@family.gradient("ScaleAndTranslateGrad")
 def _scale_and_translate_grad_grad(op, grad):
     # Linear in grads; its adjoint is the forward op at the gradient's size (TensorFlow: no rule).
     grads, _, scale, translation = op.inputs
@@ -113,7 +111,7 @@ def _scale_and_translate_grad_grad(op, grad):
 
 # -- crops ------------------------------------------------------------------------------------------
 
-@gradient("CropAndResize")
+@family.gradient("CropAndResize")
 def _crop_and_resize_grad(op, grad):
     # As TensorFlow: the image gets CropAndResizeGradImage (float images only), the boxes
     # CropAndResizeGradBoxes (the bilinear sample's derivative, for the nearest method too).
@@ -125,7 +123,7 @@ def _crop_and_resize_grad(op, grad):
     return d_image, apply_op("CropAndResizeGradBoxes", grad, image, boxes, box_ind), None, None
 
 
-@gradient("CropAndResizeGradImage")
+@family.gradient("CropAndResizeGradImage")
 def _crop_and_resize_grad_image_grad(op, grad):
     # GradImage(g, boxes) = A(boxes)^T g, A the (linear) crop: its adjoint in g is the crop of
     # the upstream gradient h, and <h, A(b)^T g> = <A(b) h, g> differentiates in the boxes as
@@ -141,7 +139,7 @@ def _crop_and_resize_grad_image_grad(op, grad):
 # TensorFlow transforms the gradient with the inverse transform, which is not the adjoint of
 # the sampling; gradreg's rule is (see gradreg_plugins.image.transform).
 
-@gradient("ImageProjectiveTransformV2")
+@family.gradient("ImageProjectiveTransformV2")
 def _image_projective_transform_v2_grad(op, grad):
     if not _is_float(op.inputs[0]):
         return None, None, None
@@ -149,7 +147,7 @@ def _image_projective_transform_v2_grad(op, grad):
     return d_images, None, None
 
 
-@gradient("ImageProjectiveTransformV3")
+@family.gradient("ImageProjectiveTransformV3")
 def _image_projective_transform_v3_grad(op, grad):
     if not _is_float(op.inputs[0]):
         return None, None, None, None
@@ -159,20 +157,20 @@ def _image_projective_transform_v3_grad(op, grad):
 
 # -- colour -------------------------------------------------------------------------------------------------
 
-@gradient("RGBToHSV")
+@family.gradient("RGBToHSV")
 def _rgb_to_hsv_grad(op, grad):
     # Derived from the conversion's formulas (gradreg_plugins.image.colour): TensorFlow's
     # values, built from fewer ops.
     return colour.rgb_to_hsv_grad(op.inputs[0], op.outputs[0], grad)
 
 
-@gradient("HSVToRGB")
+@family.gradient("HSVToRGB")
 def _hsv_to_rgb_grad(op, grad):
     # TensorFlow has no rule; the conversion is piecewise linear in h and bilinear in (s, v).
     return colour.hsv_to_rgb_grad(op.inputs[0], grad)
 
 
-@gradient("AdjustContrastv2")
+@family.gradient("AdjustContrastv2")
 def _adjust_contrast_grad(op, grad):
     # (x - mean) * f + mean is linear in x and self-adjoint (the spatial mean is a symmetric
     # projection): the image gets AdjustContrastv2 of the gradient; the factor gets

@@ -37,6 +37,11 @@ family = OpFamily(
     gradient_modules=["gradreg_plugins.math.grads", "gradreg_plugins.math.linalg_grads"],
 )
 
+# The modules other families may import (tests/test_architecture.py holds every other module private
+# to this family): blas and linalg_kernels: the BLAS products and their thread sizing training's
+# updates use; numba_kernels: the compiled scatter-add array's numba kernels share.
+public_modules = ("blas", "linalg_kernels", "numba_kernels")
+
 from gradreg_plugins.math import (  # noqa: E402,F401  (they fill the family's tables)
     api,
     fft,

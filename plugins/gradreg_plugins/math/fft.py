@@ -30,8 +30,8 @@ from gradreg.model.graph import Tensor
 from gradreg.model.shape_inference import constant_value
 from gradreg.model.shapes import TensorShape
 from gradreg_plugins.math import family
-from gradreg_plugins.math.grads import gradient
 from gradreg_plugins.math.kernels import kernel
+from gradreg_plugins.rule_helpers import dense_gradients
 
 _COMPLEX_ATTR = "Tcomplex: {complex64, complex128} = complex64"
 _REAL_ATTR = "Treal: {float32, float64} = float32"
@@ -215,14 +215,14 @@ def _resize_last_dims(t: Tensor, current: list, target: list) -> Tensor:
         return t
     current_v, target_v = _vector(current), _vector(target)
     t = _slice_last_dims(t, apply_op("Minimum", current_v, target_v), rank)
-    return _pad_last_dims(t, apply_op("Maximum", apply_op("Sub", target_v, current_v), rules.ints(0)), rank)
+    return _pad_last_dims(t, apply_op("Maximum", target_v - current_v, rules.ints(0)), rank)
 
 
 def _leading(t: Tensor, rank: int, fill: int) -> Tensor:
     """A vector of ``fill`` for each of t's dims before the last ``rank``."""
     if t.shape.rank is not None:
         return rules.ints([fill] * (t.shape.rank - rank))
-    count = apply_op("Sub", apply_op("Rank", t), rules.ints(rank))
+    count = apply_op("Rank", t) - rules.ints(rank)
     return apply_op("Fill", apply_op("Reshape", count, rules.ints([1])), rules.ints(fill))
 
 
@@ -238,7 +238,8 @@ def _pad_last_dims(t: Tensor, amounts: Tensor, rank: int) -> Tensor:
     return apply_op("Pad", t, paddings)
 
 
-@gradient(*COMPLEX_TRANSFORMS)
+@family.gradient(*COMPLEX_TRANSFORMS)
+@dense_gradients
 def _complex_transform_grad(op, grad):
     """FFT: N IFFT(grad); IFFT: FFT(grad) / N (N: the transform's size)."""
     rank = COMPLEX_TRANSFORMS[op.type]
@@ -247,7 +248,8 @@ def _complex_transform_grad(op, grad):
     return inverse * size if op.type.startswith("F") else inverse / size
 
 
-@gradient(*REAL_TRANSFORMS)
+@family.gradient(*REAL_TRANSFORMS)
+@dense_gradients
 def _real_transform_grad(op, grad):
     """Re(N IFFT(grad zero-extended to the full last dim)), cropped/padded to the input."""
     rank = REAL_TRANSFORMS[op.type]
@@ -262,7 +264,8 @@ def _real_transform_grad(op, grad):
     return _resize_last_dims(back, lengths, _last_dims(x, rank)), None
 
 
-@gradient(*INVERSE_REAL_TRANSFORMS)
+@family.gradient(*INVERSE_REAL_TRANSFORMS)
+@dense_gradients
 def _inverse_real_transform_grad(op, grad):
     """RFFT(grad) w / N, w = 1, 2, ..., 2 (and 1 for the Nyquist frequency of an even length),
     cropped/padded to the input."""

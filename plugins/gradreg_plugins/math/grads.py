@@ -19,8 +19,6 @@ the results are TensorFlow's.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from gradreg.autodiff import rules
@@ -30,8 +28,19 @@ from gradreg.model import dtypes
 from gradreg.model.graph import Tensor
 from gradreg.model.indexed_slices import IndexedSlices
 from gradreg.model.shape_inference import constant_value
-from gradreg.model.shapes import TensorShape
 from gradreg_plugins.math import family
+from gradreg_plugins.rule_helpers import (
+    FLOATING,
+    Reduction,
+    broadcast_axes,
+    conj,
+    dense_gradients,
+    is_floating,
+    scalar,
+    unbroadcast,
+    unbroadcast_batch,
+    unbroadcast_to,
+)
 
 # Ops whose outputs are piecewise constant, boolean or integer: no gradient flows.
 family.not_differentiable(
@@ -41,309 +50,218 @@ family.not_differentiable(
     "Range", "LinSpace",
 )
 
-_FLOATING = frozenset({dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64,
-                       dtypes.complex64, dtypes.complex128})
-
-
-def gradient(*op_types: str, sparse: bool = False):
-    """Register a rule for each of ``op_types``. IndexedSlices gradients are made dense before
-    the rule sees them, unless ``sparse`` (rules that can pass them on)."""
-    def register(rule):
-        wrapped = rule if sparse else _with_dense_grads(rule)
-        for op_type in op_types:
-            family.gradient(op_type)(wrapped)
-        return rule
-    return register
-
-
-def _with_dense_grads(rule):
-    @functools.wraps(rule)
-    def wrapper(op, *grads):
-        return rule(op, *(rules.dense(g) for g in grads))
-    return wrapper
-
-
-# -- helpers ------------------------------------------------------------------------------------
-
 def _ints(values) -> Tensor:
     return rules.ints(values, dtypes.int32)
 
 
-def _scalar(value, like) -> Tensor:
-    """A scalar Const of the dtype of ``like`` (a Tensor or a DType)."""
-    dtype = like if isinstance(like, dtypes.DType) else like.dtype.base_dtype
-    return constant(value, dtype)
-
-
-def _conj(t: Tensor) -> Tensor:
-    return apply_op("Conj", t) if t.known_dtype.is_complex else t
-
-
-def _mul(a, b) -> Tensor:
-    return apply_op("Mul", a, b)
-
-
-def _div(a, b) -> Tensor:
-    return apply_op("RealDiv", a, b)
-
-
-def _neg(t) -> Tensor:
-    return apply_op("Neg", t)
-
-
-def _is_floating(t: Tensor) -> bool:
-    return t.known_dtype.base_dtype in _FLOATING
-
-
-# -- unbroadcasting -----------------------------------------------------------------------------
-
-def _broadcast_axes(x: TensorShape, y: TensorShape):
-    """The axes (of the broadcast shape) along which the gradients of operands shaped ``x`` and
-    ``y`` must be summed, as a pair of lists; None when only the run time can tell (an unknown
-    dim against anything but 1). TensorFlow's _InferGradientReductionAxes."""
-    if x.rank is None or y.rank is None:
-        return None
-    rank = max(x.rank, y.rank)
-    xd = [1] * (rank - x.rank) + x.as_list()
-    yd = [1] * (rank - y.rank) + y.as_list()
-    x_axes, y_axes = [], []
-    for axis, (a, b) in enumerate(zip(xd, yd)):
-        if a == 1 and b != 1:
-            x_axes.append(axis)
-        elif b == 1 and a != 1:
-            y_axes.append(axis)
-        elif a is None or b is None:
-            return None
-    return x_axes, y_axes
-
-
-def _sum_to_static(grad, t: Tensor, axes: list[int], rank: int):
-    """``grad`` (of rank ``rank``, a broadcast of ``t``) summed back to ``t``'s shape along
-    ``axes`` and the leading axes ``t`` lacks. Without any, ``grad`` passes (even sparse)."""
-    if grad is None:
-        return None
-    lead = rank - len(t.shape.as_list())
-    if not axes and lead == 0:
-        return grad
-    grad = rules.dense(grad)
-    all_axes = sorted(set(range(lead)) | set(axes))
-    if all(a < lead for a in all_axes):
-        return apply_op("Sum", grad, _ints(all_axes))
-    summed = apply_op("Sum", grad, _ints(all_axes), keep_dims=True)
-    if lead == 0:
-        return summed
-    if t.shape.is_fully_defined():
-        return apply_op("Reshape", summed, _ints(t.shape.dims))
-    return apply_op("Squeeze", summed, squeeze_dims=list(range(lead)))
-
-
-def _sum_to_dynamic(grad, axes: Tensor, shape: Tensor):
-    if grad is None:
-        return None
-    return apply_op("Reshape", apply_op("Sum", rules.dense(grad), axes, keep_dims=True), shape)
-
-
-def _unbroadcast(x: Tensor, y: Tensor, gx, gy):
-    """The gradients ``gx``, ``gy`` (shaped like the broadcast of ``x`` and ``y``) summed back
-    to the operands' shapes. TensorFlow's _ReduceGradientArgs."""
-    if gx is None and gy is None:
-        return gx, gy
-    axes = _broadcast_axes(x.shape, y.shape)
-    if axes is not None:
-        rank = max(len(x.shape.as_list()), len(y.shape.as_list()))
-        return _sum_to_static(gx, x, axes[0], rank), _sum_to_static(gy, y, axes[1], rank)
-    sx, sy = apply_op("Shape", x), apply_op("Shape", y)
-    rx, ry = apply_op("BroadcastGradientArgs", sx, sy)
-    return _sum_to_dynamic(gx, rx, sx), _sum_to_dynamic(gy, ry, sy)
-
-
-def _unbroadcast_one(x: Tensor, out: Tensor, gx):
-    """``gx`` (shaped like ``out``, a broadcast of ``x`` and other operands) summed to ``x``."""
-    return _unbroadcast(x, out, gx, None)[0]
-
-
-# The family's other rule modules (special, linalg, fft) use these under public names.
-unbroadcast = _unbroadcast
-unbroadcast_to = _unbroadcast_one
-
-
 # -- unary ----------------------------------------------------------------------------------------
 
-@gradient("Abs")
+@family.gradient("Abs")
+@dense_gradients
 def _abs_grad(op, grad):
-    return _mul(grad, apply_op("Sign", op.inputs[0]))
+    return grad * apply_op("Sign", op.inputs[0])
 
 
-@gradient("Neg", sparse=True)
+@family.gradient("Neg")
 def _neg_grad(op, grad):
     if isinstance(grad, IndexedSlices):
-        return IndexedSlices(_neg(grad.values), grad.indices, grad.dense_shape)
-    return _neg(grad)
+        return IndexedSlices(-grad.values, grad.indices, grad.dense_shape)
+    return -grad
 
 
-@gradient("Sign")
+@family.gradient("Sign")
+@dense_gradients
 def _sign_grad(op, grad):
     return apply_op("ZerosLike", op.inputs[0])
 
 
-@gradient("Square")
+@family.gradient("Square")
+@dense_gradients
 def _square_grad(op, grad):
-    x = _conj(op.inputs[0])
-    return _mul(grad, _mul(x, _scalar(2, x)))
+    x = conj(op.inputs[0])
+    return grad * (x * scalar(2, x))
 
 
-@gradient("Sqrt")
+@family.gradient("Sqrt")
+@dense_gradients
 def _sqrt_grad(op, grad):
     return apply_op("SqrtGrad", op.outputs[0], grad)
 
 
-@gradient("Rsqrt")
+@family.gradient("Rsqrt")
+@dense_gradients
 def _rsqrt_grad(op, grad):
     return apply_op("RsqrtGrad", op.outputs[0], grad)
 
 
-@gradient("Reciprocal", "Inv")
+@family.gradient("Reciprocal", "Inv")
+@dense_gradients
 def _reciprocal_grad(op, grad):
     return apply_op("ReciprocalGrad", op.outputs[0], grad)
 
 
-@gradient("Exp")
+@family.gradient("Exp")
+@dense_gradients
 def _exp_grad(op, grad):
-    return _mul(grad, _conj(op.outputs[0]))
+    return grad * conj(op.outputs[0])
 
 
-@gradient("Expm1")
+@family.gradient("Expm1")
+@dense_gradients
 def _expm1_grad(op, grad):
-    return _mul(grad, apply_op("Exp", _conj(op.inputs[0])))
+    return grad * apply_op("Exp", conj(op.inputs[0]))
 
 
-@gradient("Log")
+@family.gradient("Log")
+@dense_gradients
 def _log_grad(op, grad):
-    return _mul(grad, apply_op("Reciprocal", _conj(op.inputs[0])))
+    return grad * apply_op("Reciprocal", conj(op.inputs[0]))
 
 
-@gradient("Log1p")
+@family.gradient("Log1p")
+@dense_gradients
 def _log1p_grad(op, grad):
-    x = _conj(op.inputs[0])
-    return _mul(grad, apply_op("Reciprocal", apply_op("AddV2", _scalar(1, x), x)))
+    x = conj(op.inputs[0])
+    return grad * apply_op("Reciprocal", scalar(1, x) + x)
 
 
-@gradient("Sin")
+@family.gradient("Sin")
+@dense_gradients
 def _sin_grad(op, grad):
-    return _mul(grad, apply_op("Cos", _conj(op.inputs[0])))
+    return grad * apply_op("Cos", conj(op.inputs[0]))
 
 
-@gradient("Cos")
+@family.gradient("Cos")
+@dense_gradients
 def _cos_grad(op, grad):
-    return _mul(_neg(grad), apply_op("Sin", _conj(op.inputs[0])))
+    return -grad * apply_op("Sin", conj(op.inputs[0]))
 
 
-@gradient("Tan")
+@family.gradient("Tan")
+@dense_gradients
 def _tan_grad(op, grad):
-    secant = apply_op("Reciprocal", apply_op("Cos", _conj(op.inputs[0])))
-    return _mul(apply_op("Square", secant), grad)
+    secant = apply_op("Reciprocal", apply_op("Cos", conj(op.inputs[0])))
+    return apply_op("Square", secant) * grad
 
 
 def _inverse_sqrt_one_minus_square(x: Tensor) -> Tensor:
     """1 / sqrt(1 - x^2), the derivative of asin."""
-    x = _conj(x)
-    return apply_op("Reciprocal", apply_op("Sqrt", apply_op("Sub", _scalar(1, x), apply_op("Square", x))))
+    x = conj(x)
+    return apply_op("Reciprocal", apply_op("Sqrt", scalar(1, x) - apply_op("Square", x)))
 
 
-@gradient("Asin")
+@family.gradient("Asin")
+@dense_gradients
 def _asin_grad(op, grad):
-    return _mul(grad, _inverse_sqrt_one_minus_square(op.inputs[0]))
+    return grad * _inverse_sqrt_one_minus_square(op.inputs[0])
 
 
-@gradient("Acos")
+@family.gradient("Acos")
+@dense_gradients
 def _acos_grad(op, grad):
-    return _mul(_neg(grad), _inverse_sqrt_one_minus_square(op.inputs[0]))
+    return -grad * _inverse_sqrt_one_minus_square(op.inputs[0])
 
 
-@gradient("Atan")
+@family.gradient("Atan")
+@dense_gradients
 def _atan_grad(op, grad):
-    x = _conj(op.inputs[0])
-    return _mul(grad, apply_op("Reciprocal", apply_op("AddV2", _scalar(1, x), apply_op("Square", x))))
+    x = conj(op.inputs[0])
+    return grad * apply_op("Reciprocal", scalar(1, x) + apply_op("Square", x))
 
 
-@gradient("Sinh")
+@family.gradient("Sinh")
+@dense_gradients
 def _sinh_grad(op, grad):
-    return _mul(grad, apply_op("Cosh", _conj(op.inputs[0])))
+    return grad * apply_op("Cosh", conj(op.inputs[0]))
 
 
-@gradient("Cosh")
+@family.gradient("Cosh")
+@dense_gradients
 def _cosh_grad(op, grad):
-    return _mul(grad, apply_op("Sinh", _conj(op.inputs[0])))
+    return grad * apply_op("Sinh", conj(op.inputs[0]))
 
 
-@gradient("Tanh")
+@family.gradient("Tanh")
+@dense_gradients
 def _tanh_grad(op, grad):
-    return apply_op("TanhGrad", _conj(op.outputs[0]), grad)
+    return apply_op("TanhGrad", conj(op.outputs[0]), grad)
 
 
-@gradient("Asinh")
+@family.gradient("Asinh")
+@dense_gradients
 def _asinh_grad(op, grad):
-    return _div(grad, apply_op("Cosh", _conj(op.outputs[0])))
+    return grad / apply_op("Cosh", conj(op.outputs[0]))
 
 
-@gradient("Acosh")
+@family.gradient("Acosh")
+@dense_gradients
 def _acosh_grad(op, grad):
-    return _div(grad, apply_op("Sinh", _conj(op.outputs[0])))
+    return grad / apply_op("Sinh", conj(op.outputs[0]))
 
 
-@gradient("Atanh")
+@family.gradient("Atanh")
+@dense_gradients
 def _atanh_grad(op, grad):
-    x = _conj(op.inputs[0])
-    return _mul(grad, apply_op("Reciprocal", apply_op("Sub", _scalar(1, x), apply_op("Square", x))))
+    x = conj(op.inputs[0])
+    return grad * apply_op("Reciprocal", scalar(1, x) - apply_op("Square", x))
 
 
-@gradient("Sigmoid")
+@family.gradient("Sigmoid")
+@dense_gradients
 def _sigmoid_grad(op, grad):
-    return apply_op("SigmoidGrad", _conj(op.outputs[0]), grad)
+    return apply_op("SigmoidGrad", conj(op.outputs[0]), grad)
 
 
 def _gaussian(x: Tensor) -> Tensor:
-    return apply_op("Exp", _neg(apply_op("Square", _conj(x))))
+    return apply_op("Exp", -apply_op("Square", conj(x)))
 
 
-@gradient("Erf")
+@family.gradient("Erf")
+@dense_gradients
 def _erf_grad(op, grad):
-    return _mul(_mul(grad, _scalar(2 / np.sqrt(np.pi), grad)), _gaussian(op.inputs[0]))
+    return grad * scalar(2 / np.sqrt(np.pi), grad) * _gaussian(op.inputs[0])
 
 
-@gradient("Erfc")
+@family.gradient("Erfc")
+@dense_gradients
 def _erfc_grad(op, grad):
-    return _mul(_mul(grad, _scalar(-2 / np.sqrt(np.pi), grad)), _gaussian(op.inputs[0]))
+    return grad * scalar(-2 / np.sqrt(np.pi), grad) * _gaussian(op.inputs[0])
 
 
-@gradient("Lgamma")
+@family.gradient("Lgamma")
+@dense_gradients
 def _lgamma_grad(op, grad):
-    return _mul(grad, apply_op("Digamma", _conj(op.inputs[0])))
+    return grad * apply_op("Digamma", conj(op.inputs[0]))
 
 
-@gradient("Digamma")
+@family.gradient("Digamma")
+@dense_gradients
 def _digamma_grad(op, grad):
     """Polygamma(1, x), the trigamma function."""
-    x = _conj(op.inputs[0])
-    return _mul(grad, apply_op("Polygamma", _scalar(1, x), x))
+    x = conj(op.inputs[0])
+    return grad * apply_op("Polygamma", scalar(1, x), x)
 
 
-@gradient("Real")
+@family.gradient("Real")
+@dense_gradients
 def _real_grad(op, grad):
-    return apply_op("Complex", grad, _scalar(0, grad), Tout=op.inputs[0].dtype.base_dtype)
+    return apply_op("Complex", grad, scalar(0, grad), Tout=op.inputs[0].dtype.base_dtype)
 
 
-@gradient("Imag")
+@family.gradient("Imag")
+@dense_gradients
 def _imag_grad(op, grad):
-    return apply_op("Complex", _scalar(0, grad), grad, Tout=op.inputs[0].dtype.base_dtype)
+    return apply_op("Complex", scalar(0, grad), grad, Tout=op.inputs[0].dtype.base_dtype)
 
 
-@gradient("Conj")
+@family.gradient("Conj")
+@dense_gradients
 def _conj_grad(op, grad):
     return apply_op("Conj", grad)
 
 
-@gradient("Angle")
+@family.gradient("Angle")
+@dense_gradients
 def _angle_grad(op, grad):
     """-grad / (imag(x) + i real(x))."""
     x = op.inputs[0]
@@ -351,150 +269,166 @@ def _angle_grad(op, grad):
     real_type = complex_type.real_dtype
     swapped = apply_op("Complex", apply_op("Imag", x, Tout=real_type), apply_op("Real", x, Tout=real_type),
                        Tout=complex_type)
-    as_complex = apply_op("Complex", grad, _scalar(0, grad), Tout=complex_type)
-    return _mul(_neg(as_complex), apply_op("Reciprocal", swapped))
+    as_complex = apply_op("Complex", grad, scalar(0, grad), Tout=complex_type)
+    return -as_complex * apply_op("Reciprocal", swapped)
 
 
-@gradient("ComplexAbs")
+@family.gradient("ComplexAbs")
+@dense_gradients
 def _complex_abs_grad(op, grad):
     complex_type = op.inputs[0].dtype.base_dtype
-    zero = _scalar(0, grad)
-    numerator = _mul(apply_op("Complex", grad, zero, Tout=complex_type), op.inputs[0])
+    zero = scalar(0, grad)
+    numerator = apply_op("Complex", grad, zero, Tout=complex_type) * op.inputs[0]
     return apply_op("DivNoNan", numerator, apply_op("Complex", op.outputs[0], zero, Tout=complex_type))
 
 
 # -- the *Grad helpers: second derivatives --------------------------------------------------------
 
-@gradient("TanhGrad")
+@family.gradient("TanhGrad")
+@dense_gradients
 def _tanh_grad_grad(op, grad):
     """z = b * (1 - a^2): dz/da = -2 a b, dz/db = 1 - a^2."""
-    a, b = _conj(op.inputs[0]), _conj(op.inputs[1])
-    return _mul(_mul(_mul(grad, _scalar(-2, grad)), b), a), apply_op("TanhGrad", a, grad)
+    a, b = conj(op.inputs[0]), conj(op.inputs[1])
+    return grad * scalar(-2, grad) * b * a, apply_op("TanhGrad", a, grad)
 
 
-@gradient("SigmoidGrad")
+@family.gradient("SigmoidGrad")
+@dense_gradients
 def _sigmoid_grad_grad(op, grad):
     """z = b * a * (1 - a): dz/da = b (1 - 2 a), dz/db = a (1 - a)."""
-    a, b = _conj(op.inputs[0]), _conj(op.inputs[1])
-    gb = _mul(grad, b)
-    return apply_op("Sub", gb, _mul(_mul(_scalar(2, gb), gb), a)), apply_op("SigmoidGrad", a, grad)
+    a, b = conj(op.inputs[0]), conj(op.inputs[1])
+    gb = grad * b
+    return gb - scalar(2, gb) * gb * a, apply_op("SigmoidGrad", a, grad)
 
 
-@gradient("SqrtGrad")
+@family.gradient("SqrtGrad")
+@dense_gradients
 def _sqrt_grad_grad(op, grad):
     """z = 0.5 b / conj(a)."""
-    ga = _div(grad, op.inputs[0])
-    return _mul(_neg(_conj(ga)), op.outputs[0]), _mul(_scalar(0.5, ga), ga)
+    ga = grad / op.inputs[0]
+    return -conj(ga) * op.outputs[0], scalar(0.5, ga) * ga
 
 
-@gradient("RsqrtGrad")
+@family.gradient("RsqrtGrad")
+@dense_gradients
 def _rsqrt_grad_grad(op, grad):
     """z = -0.5 b conj(a)^3."""
-    a, b = _conj(op.inputs[0]), op.inputs[1]
-    ga = _mul(_mul(_mul(_scalar(-1.5, grad), _conj(grad)), b), apply_op("Square", a))
+    a, b = conj(op.inputs[0]), op.inputs[1]
+    ga = scalar(-1.5, grad) * conj(grad) * b * apply_op("Square", a)
     return ga, apply_op("RsqrtGrad", a, grad)
 
 
-@gradient("ReciprocalGrad", "InvGrad")
+@family.gradient("ReciprocalGrad", "InvGrad")
+@dense_gradients
 def _reciprocal_grad_grad(op, grad):
     """z = -b conj(a)^2."""
-    a, b = _conj(op.inputs[0]), op.inputs[1]
-    return _mul(_mul(_mul(_conj(grad), _scalar(-2, grad)), b), a), apply_op("ReciprocalGrad", a, grad)
+    a, b = conj(op.inputs[0]), op.inputs[1]
+    return conj(grad) * scalar(-2, grad) * b * a, apply_op("ReciprocalGrad", a, grad)
 
 
 # -- binary elementwise ---------------------------------------------------------------------------
 
-@gradient("Add", "AddV2", sparse=True)
+@family.gradient("Add", "AddV2")
 def _add_grad(op, grad):
     x, y = op.inputs
-    return _unbroadcast(x, y, grad, grad)
+    return unbroadcast(x, y, grad, grad)
 
 
-@gradient("Sub", sparse=True)
+@family.gradient("Sub")
 def _sub_grad(op, grad):
     x, y = op.inputs
-    return _unbroadcast(x, y, grad, _neg_grad(op, grad))
+    return unbroadcast(x, y, grad, _neg_grad(op, grad))
 
 
-@gradient("Mul")
+@family.gradient("Mul")
+@dense_gradients
 def _mul_grad(op, grad):
     x, y = op.inputs
-    return _unbroadcast(x, y, _mul(grad, _conj(y)), _mul(_conj(x), grad))
+    return unbroadcast(x, y, grad * conj(y), conj(x) * grad)
 
 
-@gradient("MulNoNan")
+@family.gradient("MulNoNan")
+@dense_gradients
 def _mul_no_nan_grad(op, grad):
     """(grad conj(y), conj(x) grad), 0 where y (grad) is 0 (TensorFlow omits the conjugates)."""
     x, y = op.inputs
-    return _unbroadcast(x, y, apply_op("MulNoNan", grad, _conj(y)), apply_op("MulNoNan", _conj(x), grad))
+    return unbroadcast(x, y, apply_op("MulNoNan", grad, conj(y)), apply_op("MulNoNan", conj(x), grad))
 
 
-@gradient("Div", "RealDiv")
+@family.gradient("Div", "RealDiv")
+@dense_gradients
 def _div_grad(op, grad):
     x, y = op.inputs
-    cx, cy = _conj(x), _conj(y)
-    return _unbroadcast(x, y, _div(grad, cy), _mul(grad, _div(_div(_neg(cx), cy), cy)))
+    cx, cy = conj(x), conj(y)
+    return unbroadcast(x, y, grad / cy, grad * (-cx / cy / cy))
 
 
-@gradient("DivNoNan")
+@family.gradient("DivNoNan")
+@dense_gradients
 def _div_no_nan_grad(op, grad):
     x, y = op.inputs
-    cx, cy = _conj(x), _conj(y)
-    gy = _mul(grad, apply_op("DivNoNan", apply_op("DivNoNan", _neg(cx), cy), cy))
-    return _unbroadcast(x, y, apply_op("DivNoNan", grad, cy), gy)
+    cx, cy = conj(x), conj(y)
+    gy = grad * apply_op("DivNoNan", apply_op("DivNoNan", -cx, cy), cy)
+    return unbroadcast(x, y, apply_op("DivNoNan", grad, cy), gy)
 
 
-@gradient("FloorMod")
+@family.gradient("FloorMod")
+@dense_gradients
 def _floor_mod_grad(op, grad):
     """x - floor(x / y) y: (1, -floor(x / y))."""
     x, y = op.inputs
-    quotient = apply_op("FloorDiv", _conj(x), _conj(y))
-    return _unbroadcast(x, y, grad, _mul(grad, _neg(quotient)))
+    quotient = apply_op("FloorDiv", conj(x), conj(y))
+    return unbroadcast(x, y, grad, grad * -quotient)
 
 
-@gradient("Mod", "TruncateMod")
+@family.gradient("Mod", "TruncateMod")
+@dense_gradients
 def _truncate_mod_grad(op, grad):
     """x - trunc(x / y) y: (1, -trunc(x / y)). The quotient is read off the op's output,
     (x - z) / y, rounded to the integer it is (TensorFlow has no float TruncateDiv kernel)."""
     x, y = op.inputs
-    quotient = apply_op("Round", _div(apply_op("Sub", x, op.outputs[0]), y))
-    return _unbroadcast(x, y, grad, _mul(grad, _neg(quotient)))
+    quotient = apply_op("Round", (x - op.outputs[0]) / y)
+    return unbroadcast(x, y, grad, grad * -quotient)
 
 
-@gradient("Pow")
+@family.gradient("Pow")
+@dense_gradients
 def _pow_grad(op, grad):
     """(y x^(y-1), z log x); the exponent's gradient is 0 where x <= 0 (x == 0 for complex x),
     where the real logarithm is undefined, as in TensorFlow."""
     x, y = op.inputs
-    cx, cy = _conj(x), _conj(y)
-    gx = _mul(_mul(grad, cy), apply_op("Pow", cx, apply_op("Sub", cy, _scalar(1, cy))))
-    zero, one = _scalar(0, x), _scalar(1, x)
+    cx, cy = conj(x), conj(y)
+    gx = grad * cy * apply_op("Pow", cx, cy - scalar(1, cy))
+    zero, one = scalar(0, x), scalar(1, x)
     usable = apply_op("NotEqual", cx, zero) if x.dtype.is_complex else apply_op("Greater", cx, zero)
     safe_x = apply_op("SelectV2", usable, cx, one)
     log_x = apply_op("SelectV2", usable, apply_op("Log", safe_x), zero)
-    gy = _mul(_mul(grad, _conj(op.outputs[0])), log_x)
-    return _unbroadcast(x, y, gx, gy)
+    gy = grad * conj(op.outputs[0]) * log_x
+    return unbroadcast(x, y, gx, gy)
 
 
 def _maximum_minimum_grad(op, grad, selector: str):
     """The gradient goes to x where the selector holds (ties included), else to y."""
     x, y = op.inputs
     x_wins = apply_op(selector, x, y)
-    zero = _scalar(0, grad)
-    return _unbroadcast(x, y, apply_op("SelectV2", x_wins, grad, zero), apply_op("SelectV2", x_wins, zero, grad))
+    zero = scalar(0, grad)
+    return unbroadcast(x, y, apply_op("SelectV2", x_wins, grad, zero), apply_op("SelectV2", x_wins, zero, grad))
 
 
-@gradient("Maximum")
+@family.gradient("Maximum")
+@dense_gradients
 def _maximum_grad(op, grad):
     return _maximum_minimum_grad(op, grad, "GreaterEqual")
 
 
-@gradient("Minimum")
+@family.gradient("Minimum")
+@dense_gradients
 def _minimum_grad(op, grad):
     return _maximum_minimum_grad(op, grad, "LessEqual")
 
 
-@gradient("SquaredDifference")
+@family.gradient("SquaredDifference")
+@dense_gradients
 def _squared_difference_grad(op, grad):
     """2 grad (x - y). For complex numbers the op is |x - y|^2 = conj(x - y)(x - y), real, so
     only the real part of its cotangent counts (TensorFlow uses the whole cotangent)."""
@@ -502,98 +436,106 @@ def _squared_difference_grad(op, grad):
     if grad.dtype.is_complex:
         real = apply_op("Real", grad, Tout=grad.dtype.real_dtype)
         grad = apply_op("Complex", real, apply_op("ZerosLike", real), Tout=grad.dtype.base_dtype)
-    gx = _mul(_mul(_scalar(2, grad), grad), apply_op("Sub", x, y))
-    return _unbroadcast(x, y, gx, _neg(gx))
+    gx = scalar(2, grad) * grad * (x - y)
+    return unbroadcast(x, y, gx, -gx)
 
 
-@gradient("Atan2")
+@family.gradient("Atan2")
+@dense_gradients
 def _atan2_grad(op, grad):
     """atan2(y, x): (x, -y) / (x^2 + y^2)."""
     y, x = op.inputs
-    scaled = _div(grad, apply_op("AddV2", apply_op("Square", y), apply_op("Square", x)))
-    return _unbroadcast(y, x, _mul(x, scaled), _mul(_neg(y), scaled))
+    scaled = grad / (apply_op("Square", y) + apply_op("Square", x))
+    return unbroadcast(y, x, x * scaled, -y * scaled)
 
 
 def _x_is_nonzero(x: Tensor) -> Tensor:
-    return apply_op("Cast", apply_op("NotEqual", x, _scalar(0, x)), DstT=x.known_dtype.base_dtype)
+    return apply_op("Cast", apply_op("NotEqual", x, scalar(0, x)), DstT=x.known_dtype.base_dtype)
 
 
-@gradient("Xlogy")
+@family.gradient("Xlogy")
+@dense_gradients
 def _xlogy_grad(op, grad):
     x, y = op.inputs
-    cx, cy = _conj(x), _conj(y)
+    cx, cy = conj(x), conj(y)
     partial_x = apply_op("Xlogy", _x_is_nonzero(cx), cy)
     partial_y = apply_op("Xdivy", cx, cy)
-    return _unbroadcast(x, y, _mul(partial_x, grad), _mul(partial_y, grad))
+    return unbroadcast(x, y, partial_x * grad, partial_y * grad)
 
 
-@gradient("Xlog1py")
+@family.gradient("Xlog1py")
+@dense_gradients
 def _xlog1py_grad(op, grad):
     x, y = op.inputs
-    cx, cy = _conj(x), _conj(y)
+    cx, cy = conj(x), conj(y)
     partial_x = apply_op("Xlog1py", _x_is_nonzero(cx), cy)
-    partial_y = apply_op("Xdivy", cx, apply_op("AddV2", cy, _scalar(1, cy)))
-    return _unbroadcast(x, y, _mul(partial_x, grad), _mul(partial_y, grad))
+    partial_y = apply_op("Xdivy", cx, cy + scalar(1, cy))
+    return unbroadcast(x, y, partial_x * grad, partial_y * grad)
 
 
-@gradient("Xdivy")
+@family.gradient("Xdivy")
+@dense_gradients
 def _xdivy_grad(op, grad):
     x, y = op.inputs
-    cx, cy = _conj(x), _conj(y)
+    cx, cy = conj(x), conj(y)
     partial_x = apply_op("Xdivy", _x_is_nonzero(cx), cy)
-    partial_y = apply_op("Xdivy", _neg(cx), apply_op("Square", cy))
-    return _unbroadcast(x, y, _mul(partial_x, grad), _mul(partial_y, grad))
+    partial_y = apply_op("Xdivy", -cx, apply_op("Square", cy))
+    return unbroadcast(x, y, partial_x * grad, partial_y * grad)
 
 
-@gradient("Complex")
+@family.gradient("Complex")
+@dense_gradients
 def _complex_grad(op, grad):
     x, y = op.inputs
     real_type = x.dtype.base_dtype
-    return _unbroadcast(x, y, apply_op("Real", grad, Tout=real_type), apply_op("Imag", grad, Tout=real_type))
+    return unbroadcast(x, y, apply_op("Real", grad, Tout=real_type), apply_op("Imag", grad, Tout=real_type))
 
 
 # -- selection, sums, clipping, casts --------------------------------------------------------------
 
-@gradient("Select")
+@family.gradient("Select")
+@dense_gradients
 def _select_grad(op, grad):
     condition, t, _ = op.inputs
     zeros = apply_op("ZerosLike", t)
     return None, apply_op("Select", condition, grad, zeros), apply_op("Select", condition, zeros, grad)
 
 
-@gradient("SelectV2")
+@family.gradient("SelectV2")
+@dense_gradients
 def _select_v2_grad(op, grad):
     condition, t, e = op.inputs
     out = op.outputs[0]
-    zero = _scalar(0, grad)
-    gt = _unbroadcast_one(t, out, apply_op("SelectV2", condition, grad, zero))
-    ge = _unbroadcast_one(e, out, apply_op("SelectV2", condition, zero, grad))
+    zero = scalar(0, grad)
+    gt = unbroadcast_to(t, out, apply_op("SelectV2", condition, grad, zero))
+    ge = unbroadcast_to(e, out, apply_op("SelectV2", condition, zero, grad))
     return None, gt, ge
 
 
-@gradient("AddN", sparse=True)
+@family.gradient("AddN")
 def _add_n_grad(op, grad):
     return [grad] * len(op.inputs)
 
 
-@gradient("ClipByValue")
+@family.gradient("ClipByValue")
+@dense_gradients
 def _clip_by_value_grad(op, grad):
     """The gradient goes to t inside the bounds, to a bound where t is beyond it."""
     t, low, high = op.inputs
     below = apply_op("Less", t, low)
     above = apply_op("Greater", t, high)
-    zero = _scalar(0, grad)
+    zero = scalar(0, grad)
     gt = apply_op("SelectV2", apply_op("LogicalOr", below, above), zero, grad)
-    glow = _unbroadcast(t, low, None, apply_op("SelectV2", below, grad, zero))[1]
-    ghigh = _unbroadcast(t, high, None, apply_op("SelectV2", above, grad, zero))[1]
+    glow = unbroadcast(t, low, None, apply_op("SelectV2", below, grad, zero))[1]
+    ghigh = unbroadcast(t, high, None, apply_op("SelectV2", above, grad, zero))[1]
     return gt, glow, ghigh
 
 
-@gradient("Cast", sparse=True)
+@family.gradient("Cast")
 def _cast_grad(op, grad):
     """Cast back between floating and complex types; no gradient to or from other types."""
     source = op.inputs[0].dtype.base_dtype
-    if source not in _FLOATING or grad.dtype.base_dtype not in _FLOATING:
+    if source not in FLOATING or grad.dtype.base_dtype not in FLOATING:
         return None
     if isinstance(grad, IndexedSlices):
         return IndexedSlices(apply_op("Cast", grad.values, DstT=source), grad.indices, grad.dense_shape)
@@ -602,136 +544,64 @@ def _cast_grad(op, grad):
 
 # -- reductions -----------------------------------------------------------------------------------
 
-class _Reduction:
-    """What a reduction op's gradient needs to know about its input and axes: the rank and the
-    sorted non-negative axes when both are static (``static``), else graph-computed values."""
-
-    def __init__(self, op):
-        self.x = op.inputs[0]
-        self.axes_tensor = op.inputs[1]
-        self.keep_dims = op.get_attr("keep_dims")
-        rank = self.x.shape.rank
-        axes = constant_value(self.axes_tensor)
-        self.static = rank is not None and axes is not None
-        self._kept_shape = None
-        if self.static:
-            self.rank = rank
-            self.axes = sorted({int(a) % rank for a in np.asarray(axes).reshape(-1)}) if rank else []
-            self.dims = list(self.x.shape.dims)
-
-    def kept_dims(self, t: Tensor) -> Tensor:
-        """``t``, shaped like the op's output, reshaped as if keep_dims were set."""
-        if self.keep_dims:
-            return t
-        if not self.static:
-            if self._kept_shape is None:
-                self._kept_shape = self._dynamic_kept_shape()
-            return apply_op("Reshape", t, self._kept_shape)
-        if not self.axes:
-            return t
-        target = rules.static_reshape_dims([1 if i in self.axes else d for i, d in enumerate(self.dims)])
-        if target is not None:
-            return apply_op("Reshape", t, _ints(target))
-        for axis in self.axes:
-            t = apply_op("ExpandDims", t, _ints(axis))
-        return t
-
-    def _dynamic_kept_shape(self) -> Tensor:
-        """Shape(x) with 1 at the reduced axes, computed in the graph."""
-        shape = apply_op("Shape", self.x)
-        rank = apply_op("Rank", self.x)
-        axes = apply_op("FloorMod", apply_op("Reshape", self._int32_axes(), _ints([-1])), rank)
-        positions = apply_op("ExpandDims", apply_op("Range", _ints(0), rank, _ints(1)), _ints(1))
-        reduced = apply_op("Any", apply_op("Equal", positions, apply_op("ExpandDims", axes, _ints(0))), _ints(1))
-        return apply_op("SelectV2", reduced, _ints(1), shape)
-
-    def _int32_axes(self) -> Tensor:
-        axes = self.axes_tensor
-        return axes if axes.dtype.base_dtype is dtypes.int32 else apply_op("Cast", axes, DstT=dtypes.int32)
-
-    def normalized_axes(self) -> Tensor:
-        """The reduced axes as a non-negative int32 vector."""
-        if self.static:
-            return _ints(self.axes)
-        rank = apply_op("Rank", self.x)
-        return apply_op("FloorMod", apply_op("Reshape", self._int32_axes(), _ints([-1])), rank)
-
-    def expand(self, t: Tensor) -> Tensor:
-        """``t``, shaped like the op's output, broadcast to the input's shape. When the reduced
-        axes lead, right-aligned broadcasting puts ``t`` in place without a reshape."""
-        if self.static and self.axes and not self.keep_dims and self.axes == list(range(len(self.axes))):
-            return apply_op("BroadcastTo", t, rules.shape_vector(self.x))
-        return self.broadcast(self.kept_dims(t))
-
-    def broadcast(self, t: Tensor) -> Tensor:
-        """``t``, shaped with kept dims, broadcast to the input's shape."""
-        if self.static:
-            if not self.axes:
-                return t
-            if all(self.dims[a] is not None for a in self.axes):
-                return apply_op("Tile", t, _ints([self.dims[i] if i in self.axes else 1 for i in range(self.rank)]))
-        return apply_op("BroadcastTo", t, apply_op("Shape", self.x))
-
-    def reduced_size(self) -> int | None:
-        """The number of elements each output element reduces, when static."""
-        if self.static and all(self.dims[a] is not None for a in self.axes):
-            return int(np.prod([self.dims[a] for a in self.axes], dtype=np.int64))
-        return None
-
-
-@gradient("Sum")
+@family.gradient("Sum")
+@dense_gradients
 def _sum_grad(op, grad):
-    r = _Reduction(op)
+    r = Reduction(op)
     return r.expand(grad), None
 
 
-@gradient("Mean")
+@family.gradient("Mean")
+@dense_gradients
 def _mean_grad(op, grad):
-    r = _Reduction(op)
+    r = Reduction(op)
     sum_grad = r.expand(grad)
     size = r.reduced_size()
     if size == 1:
         return sum_grad, None
     if size is not None:
-        factor = _scalar(size, sum_grad)
+        factor = scalar(size, sum_grad)
     else:
         dims = apply_op("GatherV2", apply_op("Shape", r.x), r.normalized_axes(), _ints(0))
         factor = apply_op("Cast", apply_op("Prod", dims, _ints(0)), DstT=sum_grad.dtype.base_dtype)
-    return _div(sum_grad, factor), None
+    return sum_grad / factor, None
 
 
-@gradient("Max", "Min")
+@family.gradient("Max", "Min")
+@dense_gradients
 def _min_max_grad(op, grad):
     """Shared equally by the elements equal to the extreme value."""
-    r = _Reduction(op)
+    r = Reduction(op)
     y, grad = r.kept_dims(op.outputs[0]), r.kept_dims(grad)
     indicators = apply_op("Cast", apply_op("Equal", y, r.x), DstT=grad.dtype.base_dtype)
     selected = apply_op("Sum", indicators, op.inputs[1], keep_dims=True)
-    return _mul(_div(indicators, selected), grad), None
+    return indicators / selected * grad, None
 
 
-@gradient("EuclideanNorm")
+@family.gradient("EuclideanNorm")
+@dense_gradients
 def _euclidean_norm_grad(op, grad):
     """x grad / norm. The norm of complex numbers is real (a complex tensor with no imaginary
     part): only its cotangent's real part counts (TensorFlow uses the whole cotangent). Real
     inputs: TensorFlow's x / (norm / grad). Complex ones: x * (grad / norm), since a complex
     division by a zero cotangent is NaN, not the infinity that makes the real form 0."""
-    r = _Reduction(op)
+    r = Reduction(op)
     if grad.dtype.is_complex:
         real = apply_op("Real", grad, Tout=grad.dtype.real_dtype)
         grad = apply_op("Complex", real, apply_op("ZerosLike", real), Tout=grad.dtype.base_dtype)
     norm, grad = r.kept_dims(op.outputs[0]), r.kept_dims(grad)
     if grad.dtype.is_complex:
-        return _mul(r.x, _div(grad, norm)), None
-    return _div(r.x, _div(norm, grad)), None
+        return r.x * (grad / norm), None
+    return r.x / (norm / grad), None
 
 
-@gradient("Prod")
+@family.gradient("Prod")
+@dense_gradients
 def _prod_grad(op, grad):
     """The product of all other elements, as the product of two exclusive cumulative products
     (before and after each element), which is right with zeros too. The reduced axes are moved
     to the front and flattened to one, the others to a second."""
-    r = _Reduction(op)
+    r = Reduction(op)
     x = r.x
     grad = r.expand(grad)
     if r.static:
@@ -752,10 +622,10 @@ def _prod_grad(op, grad):
         inverse = apply_op("InvertPermutation", perm)
     before = apply_op("Cumprod", matrix, _ints(0), exclusive=True)
     after = apply_op("Cumprod", matrix, _ints(0), exclusive=True, reverse=True)
-    others = rules.reshape_like(_mul(_conj(before), _conj(after)), permuted)
+    others = rules.reshape_like(conj(before) * conj(after), permuted)
     if permuted is not x:
         others = apply_op("Transpose", others, inverse)
-    return _mul(grad, others), None
+    return grad * others, None
 
 
 def _prod_matrix_shape(x: Tensor, reduced: list[int], other: list[int]) -> Tensor:
@@ -774,13 +644,15 @@ def _prod_matrix_shape(x: Tensor, reduced: list[int], other: list[int]) -> Tenso
                              for part in (reduced, other)], axis=0)
 
 
-@gradient("Cumsum")
+@family.gradient("Cumsum")
+@dense_gradients
 def _cumsum_grad(op, grad):
     return apply_op("Cumsum", grad, op.inputs[1], exclusive=op.get_attr("exclusive"),
                     reverse=not op.get_attr("reverse")), None
 
 
-@gradient("Cumprod")
+@family.gradient("Cumprod")
+@dense_gradients
 def _cumprod_grad(op, grad):
     """The reverse cumulative sum of conj(prod) * grad divided by conj(x) (TensorFlow's rule,
     conjugated for complex x), exact wherever x is not 0. At the first zero of each scan the
@@ -789,16 +661,16 @@ def _cumprod_grad(op, grad):
     the first get 0, which is right: an earlier factor is 0."""
     x, axis = op.inputs
     exclusive, reverse = op.get_attr("exclusive"), op.get_attr("reverse")
-    is_zero = apply_op("Equal", x, _scalar(0, x))
+    is_zero = apply_op("Equal", x, scalar(0, x))
     zeros_before = apply_op("Cumsum", apply_op("Cast", is_zero, DstT=dtypes.int32), axis, exclusive=True,
                             reverse=reverse)
     first_zero = apply_op("LogicalAnd", is_zero, apply_op("Equal", zeros_before, _ints(0)))
-    x_without_first_zero = apply_op("SelectV2", first_zero, _scalar(1, x), x)
+    x_without_first_zero = apply_op("SelectV2", first_zero, scalar(1, x), x)
 
     def reverse_sum_of_products(factors: Tensor) -> Tensor:
         prod = apply_op("Cumprod", factors, axis, exclusive=exclusive, reverse=reverse)
-        return apply_op("Cumsum", _mul(_conj(prod), grad), axis, exclusive=exclusive, reverse=not reverse)
-    divided = apply_op("DivNoNan", reverse_sum_of_products(x), _conj(x))
+        return apply_op("Cumsum", conj(prod) * grad, axis, exclusive=exclusive, reverse=not reverse)
+    divided = apply_op("DivNoNan", reverse_sum_of_products(x), conj(x))
     return apply_op("SelectV2", first_zero, reverse_sum_of_products(x_without_first_zero), divided), None
 
 
@@ -809,71 +681,76 @@ def _gather_drop_negatives(params: Tensor, ids: Tensor | None, clipped: Tensor |
     """params gathered at the segment ids, zero for negative ids (dropped by the forward op);
     also the clipped ids and the mask of non-negative ids (shaped to broadcast), for reuse."""
     if clipped is None:
-        clipped = apply_op("Maximum", ids, _scalar(0, ids))
+        clipped = apply_op("Maximum", ids, scalar(0, ids))
     gathered: Tensor = apply_op("GatherV2", params, clipped, _ints(0))
     if positive is None:
         assert ids is not None, "the mask of non-negative ids needs the ids"
-        positive = apply_op("GreaterEqual", ids, _scalar(0, ids))
+        positive = apply_op("GreaterEqual", ids, scalar(0, ids))
         if ids.shape.rank is not None and gathered.shape.rank is not None:
             for _ in range(gathered.shape.rank - ids.shape.rank):
                 positive = apply_op("ExpandDims", positive, _ints(-1))
         else:
-            extra = apply_op("Sub", apply_op("Rank", gathered), apply_op("Rank", ids))
+            extra = apply_op("Rank", gathered) - apply_op("Rank", ids)
             ones = apply_op("Fill", apply_op("Reshape", extra, _ints([1])), _ints(1))
             positive = apply_op("Reshape", positive, apply_op("ConcatV2", [apply_op("Shape", ids), ones], _ints(0)))
-    return apply_op("SelectV2", positive, gathered, _scalar(0, gathered)), clipped, positive
+    return apply_op("SelectV2", positive, gathered, scalar(0, gathered)), clipped, positive
 
 
-@gradient("UnsortedSegmentSum")
+@family.gradient("UnsortedSegmentSum")
+@dense_gradients
 def _unsorted_segment_sum_grad(op, grad):
     return _gather_drop_negatives(grad, op.inputs[1])[0], None, None
 
 
-@gradient("UnsortedSegmentMax", "UnsortedSegmentMin")
+@family.gradient("UnsortedSegmentMax", "UnsortedSegmentMin")
+@dense_gradients
 def _unsorted_segment_min_max_grad(op, grad):
     """Shared equally by the elements of a segment equal to its extreme value."""
     data, ids, count = op.inputs
     extremes, clipped, positive = _gather_drop_negatives(op.outputs[0], ids)
     selected = apply_op("LogicalAnd", apply_op("Equal", data, extremes), positive)
     shares = apply_op("UnsortedSegmentSum", apply_op("Cast", selected, DstT=grad.dtype.base_dtype), ids, count)
-    gathered = _gather_drop_negatives(_div(grad, shares), None, clipped, positive)[0]
-    return apply_op("SelectV2", selected, gathered, _scalar(0, gathered)), None, None
+    gathered = _gather_drop_negatives(grad / shares, None, clipped, positive)[0]
+    return apply_op("SelectV2", selected, gathered, scalar(0, gathered)), None, None
 
 
-@gradient("UnsortedSegmentProd")
+@family.gradient("UnsortedSegmentProd")
+@dense_gradients
 def _unsorted_segment_prod_grad(op, grad):
     """The product of the segment's other elements: prod / x without zeros; with one zero in
     the segment, the product of the non-zero elements for the zero and 0 for the others; with
     several zeros, 0."""
     data, ids, count = op.inputs
-    is_zero = apply_op("Equal", data, _scalar(0, data))
+    is_zero = apply_op("Equal", data, scalar(0, data))
     zeros_per_segment = apply_op("UnsortedSegmentSum", apply_op("Cast", is_zero, DstT=dtypes.int32), ids, count)
-    grad = apply_op("SelectV2", apply_op("Greater", zeros_per_segment, _ints(1)), _scalar(0, grad), grad)
-    non_zero = apply_op("SelectV2", is_zero, _scalar(1, data), data)
+    grad = apply_op("SelectV2", apply_op("Greater", zeros_per_segment, _ints(1)), scalar(0, grad), grad)
+    non_zero = apply_op("SelectV2", is_zero, scalar(1, data), data)
     non_zero_prod = apply_op("UnsortedSegmentProd", non_zero, ids, count)
-    clipped = apply_op("Maximum", ids, _scalar(0, ids))
+    clipped = apply_op("Maximum", ids, scalar(0, ids))
     prod = apply_op("GatherV2", op.outputs[0], clipped, _ints(0))
     prod_of_non_zero = apply_op("GatherV2", non_zero_prod, clipped, _ints(0))
-    partial = apply_op("SelectV2", is_zero, prod_of_non_zero, _div(prod, data))
-    return _mul(_gather_drop_negatives(grad, ids, clipped)[0], partial), None, None
+    partial = apply_op("SelectV2", is_zero, prod_of_non_zero, prod / data)
+    return _gather_drop_negatives(grad, ids, clipped)[0] * partial, None, None
 
 
-@gradient("SegmentSum")
+@family.gradient("SegmentSum")
+@dense_gradients
 def _segment_sum_grad(op, grad):
     return apply_op("GatherV2", grad, op.inputs[1], _ints(0)), None
 
 
-@gradient("SegmentMean")
+@family.gradient("SegmentMean")
+@dense_gradients
 def _segment_mean_grad(op, grad):
     data, ids = op.inputs
     if ids.shape.is_fully_defined() and data.shape.rank is not None:
         ones_shape = _ints(list(ids.shape.dims) + [1] * (data.shape.rank - 1))
     else:
-        trailing = apply_op("Fill", apply_op("Reshape", apply_op("Sub", apply_op("Rank", data), _ints(1)),
+        trailing = apply_op("Fill", apply_op("Reshape", apply_op("Rank", data) - _ints(1),
                                              _ints([1])), _ints(1))
         ones_shape = apply_op("ConcatV2", [apply_op("Shape", ids), trailing], _ints(0))
-    ones = apply_op("Fill", ones_shape, _scalar(1, grad))
-    scaled = _div(grad, apply_op("SegmentSum", ones, ids))
+    ones = apply_op("Fill", ones_shape, scalar(1, grad))
+    scaled = grad / apply_op("SegmentSum", ones, ids)
     return apply_op("GatherV2", scaled, ids, _ints(0)), None
 
 
@@ -890,9 +767,10 @@ _PRODUCT_GRADS = {
 }
 
 
-@gradient("MatMul")
+@family.gradient("MatMul")
+@dense_gradients
 def _matmul_grad(op, grad):
-    operands = {"g": grad, "a": _conj(op.inputs[0]), "b": _conj(op.inputs[1])}
+    operands = {"g": grad, "a": conj(op.inputs[0]), "b": conj(op.inputs[1])}
     plans = _PRODUCT_GRADS[(op.get_attr("transpose_a"), op.get_attr("transpose_b"))]
     out = []
     for (left, right, t_left, t_right), flag in zip(plans, ("grad_a", "grad_b")):
@@ -938,7 +816,8 @@ def _matmul_iteration_stack(op, outside):
     return [a], build
 
 
-@gradient("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+@family.gradient("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+@dense_gradients
 def _batch_matmul_grad(op, grad):
     """The adjoint products of the MatMul rule; for V2 and V3, summed over the batch dims an
     operand was broadcast along."""
@@ -947,7 +826,7 @@ def _batch_matmul_grad(op, grad):
     plans = _PRODUCT_GRADS[(op.get_attr("adj_x"), op.get_attr("adj_y"))]
     grads = []
     for t, (left, right, adj_left, adj_right), flag in zip((x, y), plans, ("grad_x", "grad_y")):
-        if not _is_floating(t):
+        if not is_floating(t):
             grads.append(None)
             continue
         dtype = t.dtype.base_dtype
@@ -958,51 +837,34 @@ def _batch_matmul_grad(op, grad):
         grads.append(apply_op(op.type, left, right, **attrs))
     if op.type == "BatchMatMul":
         return grads
-    return _unbroadcast_batch(x, y, *grads)
+    return unbroadcast_batch(x, y, *grads)
 
 
 def _as_type(t: Tensor, dtype) -> Tensor:
     return t if t.known_dtype.base_dtype is dtype else apply_op("Cast", t, DstT=dtype)
 
 
-def unbroadcast_batch(x: Tensor, y: Tensor, gx, gy):
-    """Public for the family's other rule modules: see _unbroadcast_batch."""
-    return _unbroadcast_batch(x, y, gx, gy)
-
-
-def _unbroadcast_batch(x: Tensor, y: Tensor, gx, gy):
-    """Matrix-product gradients summed over the batch dims their operand was broadcast along."""
-    xs, ys = x.shape, y.shape
-    if xs.rank is not None and ys.rank is not None:
-        axes = _broadcast_axes(xs[:-2], ys[:-2])
-        if axes is not None:
-            rank = max(xs.rank, ys.rank)
-            return _sum_to_static(gx, x, axes[0], rank), _sum_to_static(gy, y, axes[1], rank)
-    sx, sy = apply_op("Shape", x), apply_op("Shape", y)
-    batch = [apply_op("StridedSlice", s, _ints([0]), _ints([-2]), _ints([1])) for s in (sx, sy)]
-    rx, ry = apply_op("BroadcastGradientArgs", *batch)
-    return _sum_to_dynamic(gx, rx, sx), _sum_to_dynamic(gy, ry, sy)
-
-
-@gradient("MatrixInverse")
+@family.gradient("MatrixInverse")
+@dense_gradients
 def _matrix_inverse_grad(op, grad):
     """For y = inv(x): -y^H grad y^H (with adjoint: -y grad^H y, adjointed)."""
     inverse = op.outputs[0]
     adjoint = op.get_attr("adjoint")
     inner = apply_op("BatchMatMulV2", grad, inverse, adj_x=adjoint, adj_y=not adjoint)
-    return _neg(apply_op("BatchMatMulV2", inverse, inner, adj_x=not adjoint))
+    return -apply_op("BatchMatMulV2", inverse, inner, adj_x=not adjoint)
 
 
-@gradient("MatrixDeterminant")
+@family.gradient("MatrixDeterminant")
+@dense_gradients
 def _matrix_determinant_grad(op, grad):
     """grad * conj(det(x)) * inv(x)^H. (TensorFlow's rule omits the conj, which for complex x
     contradicts its convention: its gradient is then wrong.)"""
     x, det = op.inputs[0], op.outputs[0]
     inverse_adjoint = apply_op("MatrixInverse", x, adjoint=True)
-    scale = _mul(grad, _conj(det))
+    scale = grad * conj(det)
     for _ in range(2):
         scale = apply_op("ExpandDims", scale, _ints(-1))
-    return _mul(scale, inverse_adjoint)
+    return scale * inverse_adjoint
 
 
 # -- einsum -----------------------------------------------------------------------------------------
@@ -1010,7 +872,8 @@ def _matrix_determinant_grad(op, grad):
 _ELLIPSIS = "..."
 
 
-@gradient("Einsum")
+@family.gradient("Einsum")
+@dense_gradients
 def _einsum_grad(op, grad):
     """TensorFlow's rule, for any number of operands. The gradient of operand i is the einsum
     of the output's gradient with the other operands into operand i's labels; labels that
@@ -1030,7 +893,7 @@ def _einsum_grad(op, grad):
         # refuses any other).
         terms = [t.replace(_ELLIPSIS, "") for t in terms]
     inputs = list(op.inputs)
-    conjugated = [_conj(t) for t in inputs] if len(inputs) > 1 else inputs
+    conjugated = [conj(t) for t in inputs] if len(inputs) > 1 else inputs
     grads = []
     for i, (x, subs) in enumerate(zip(inputs, terms)):
         others = [j for j in range(len(inputs)) if j != i]
@@ -1137,7 +1000,7 @@ def _einsum_unbroadcast(g: Tensor, x: Tensor, subs: str, out: Tensor, out_subs: 
     if x.shape.rank is not None and out.shape.rank is not None:
         x_batch = x.shape[start:x.shape.rank - after]
         out_batch = out.shape[out_start:out.shape.rank - out_after]
-        axes = _broadcast_axes(x_batch, out_batch)
+        axes = broadcast_axes(x_batch, out_batch)
         if axes is not None:
             if x_batch.rank == out_batch.rank and not axes[0]:
                 return g
@@ -1150,4 +1013,4 @@ def _einsum_unbroadcast(g: Tensor, x: Tensor, subs: str, out: Tensor, out_subs: 
                                 _ints([-trailing if trailing else 0]), _ints([1]), end_mask=0 if trailing else 1)
         return stop
     rx, _ = apply_op("BroadcastGradientArgs", batch_shape(x, start, after), batch_shape(out, out_start, out_after))
-    return apply_op("Reshape", apply_op("Sum", g, apply_op("AddV2", rx, _ints(start))), apply_op("Shape", x))
+    return apply_op("Reshape", apply_op("Sum", g, rx + _ints(start)), apply_op("Shape", x))

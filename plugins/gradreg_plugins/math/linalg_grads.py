@@ -50,7 +50,8 @@ from gradreg.build.builders import apply_op, constant
 from gradreg.build.control_flow import cond
 from gradreg.errors import GradientError, describe_node
 from gradreg.model.graph import Tensor
-from gradreg_plugins.math.grads import gradient, unbroadcast_batch
+from gradreg_plugins.math import family
+from gradreg_plugins.rule_helpers import conj, dense_gradients, unbroadcast_batch
 
 # -- helpers --------------------------------------------------------------------------------------------
 
@@ -65,10 +66,6 @@ def _c(value, like: Tensor) -> Tensor:
 
 def _is_complex(t: Tensor) -> bool:
     return t.known_dtype.is_complex
-
-
-def _conj(t: Tensor) -> Tensor:
-    return _op("Conj", t) if _is_complex(t) else t
 
 
 def _matmul(a: Tensor, b: Tensor, adj_a: bool = False, adj_b: bool = False) -> Tensor:
@@ -144,7 +141,8 @@ def _static_matrix_dims(op, t: Tensor) -> tuple[int, int]:
 
 # -- determinants, inverses, square roots ---------------------------------------------------------------------
 
-@gradient("LogMatrixDeterminant")
+@family.gradient("LogMatrixDeterminant")
+@dense_gradients
 def _log_matrix_determinant_grad(op, grad_sign, grad_log):
     """Real: g_log A^-T. Complex: (Re g_log + i Im(g_sign conj(sign))) A^-H (see the docstring)."""
     a = op.inputs[0]
@@ -159,14 +157,15 @@ def _log_matrix_determinant_grad(op, grad_sign, grad_log):
     return _expand_matrix(scale) * _op("MatrixInverse", a, adjoint=True)
 
 
-@gradient("MatrixSquareRoot")
+@family.gradient("MatrixSquareRoot")
+@dense_gradients
 def _matrix_square_root_grad(op, grad):
     """S with S X^H + X^H S = G (X = sqrtm(A)), from the Kronecker system."""
     x = op.outputs[0]
     n = _matrix_size(x)
     xh = _adj(x)
     eye = _eye(n, x)
-    system = _kronecker(eye, _conj(x), n) + _kronecker(xh, eye, n)
+    system = _kronecker(eye, conj(x), n) + _kronecker(xh, eye, n)
     batch = _batch_shape(x)
     vec_g = _op("Reshape", grad, _concat_shape(batch, [n * n, 1]))
     solution = _op("MatrixSolve", system, vec_g)
@@ -221,7 +220,8 @@ def _kronecker(a: Tensor, b: Tensor, n) -> Tensor:
 
 # -- decompositions ---------------------------------------------------------------------------------------------
 
-@gradient("Cholesky")
+@family.gradient("Cholesky")
+@dense_gradients
 def _cholesky_grad(op, grad):
     """S = L^-H Phi(L^H G) L^-1 (Phi: the lower triangle with the diagonal halved), the gradient
     for Hermitian perturbations, made Hermitian or folded onto the lower triangle the kernel
@@ -249,7 +249,8 @@ def _hermitian_input_grad(g: Tensor, tensorflow: str) -> Tensor:
     return _op("MatrixSetDiag", folded, _c(0.5, folded) * _diag_part(folded))
 
 
-@gradient("Qr")
+@family.gradient("Qr")
+@dense_gradients
 def _qr_grad(op, grad_q, grad_r):
     q, r = op.outputs
     a = op.inputs[0]
@@ -276,7 +277,8 @@ def _qr_square_or_tall(q: Tensor, r: Tensor, grad_q: Tensor, grad_r: Tensor) -> 
     return _right_solve_upper_adjoint(grad_q + _matmul(q, herm), r)
 
 
-@gradient("SelfAdjointEigV2")
+@family.gradient("SelfAdjointEigV2")
+@dense_gradients
 def _self_adjoint_eig_grad(op, grad_e, grad_v):
     """V (diag(g_e) + F o (V^H g_V)) V^H, F[i, j] = 1 / (e_j - e_i), folded onto the lower
     triangle the kernel reads by default, as TensorFlow (see the module docstring)."""
@@ -292,7 +294,8 @@ def _self_adjoint_eig_grad(op, grad_e, grad_v):
     return _hermitian_input_grad(_matmul(v, _matmul(middle, v, adj_b=True)), tensorflow="folded")
 
 
-@gradient("Eig")
+@family.gradient("Eig")
+@dense_gradients
 def _eig_grad(op, grad_e, grad_v):
     """V^-H (diag(g_e) + conj(F) o (V^H g_V - V^H V diag(Re diag(V^H g_V)))) V^H, F[i, j] =
     1 / (e_j - e_i) (eigenvectors of unit norm); the real part for a real input."""
@@ -313,7 +316,8 @@ def _eig_grad(op, grad_e, grad_v):
     return grad_a
 
 
-@gradient("Svd")
+@family.gradient("Svd")
+@dense_gradients
 def _svd_grad(op, grad_s, grad_u, grad_v):
     a = op.inputs[0]
     s = op.outputs[0]
@@ -393,14 +397,16 @@ def _solve_matrix_grad(op, grad_rhs: Tensor):
     return -_matmul(grad_rhs, x, adj_b=True)
 
 
-@gradient("MatrixSolve")
+@family.gradient("MatrixSolve")
+@dense_gradients
 def _matrix_solve_grad(op, grad):
     a = op.inputs[0]
     grad_b = _op("MatrixSolve", a, grad, adjoint=not op.get_attr("adjoint"))
     return _solve_matrix_grad(op, grad_b), grad_b
 
 
-@gradient("MatrixTriangularSolve")
+@family.gradient("MatrixTriangularSolve")
+@dense_gradients
 def _matrix_triangular_solve_grad(op, grad):
     a, b = op.inputs
     lower = op.get_attr("lower")
@@ -410,7 +416,8 @@ def _matrix_triangular_solve_grad(op, grad):
     return unbroadcast_batch(a, b, grad_a, grad_b)
 
 
-@gradient("BandedTriangularSolve")
+@family.gradient("BandedTriangularSolve")
+@dense_gradients
 def _banded_triangular_solve_grad(op, grad):
     """The dense matrix's gradient, read back into the bands (MatrixDiagPartV3, LEFT_RIGHT)."""
     bands, b = op.inputs
@@ -428,7 +435,8 @@ def _banded_triangular_solve_grad(op, grad):
     return unbroadcast_batch(bands, b, grad_bands, grad_b)
 
 
-@gradient("MatrixSolveLs")
+@family.gradient("MatrixSolveLs")
+@dense_gradients
 def _matrix_solve_ls_grad(op, grad):
     """The normal equations' gradients (see the module docstring for fast=False); which system
     (more rows or more columns) is decided at run time when the matrix dims are not static, as
@@ -481,7 +489,8 @@ def _shift_down(t: Tensor) -> Tensor:
     return _op("ConcatV2", [_op("ZerosLike", t[..., :1, :]), t[..., :-1, :]], rules.ints(-2))
 
 
-@gradient("TridiagonalSolve")
+@family.gradient("TridiagonalSolve")
+@dense_gradients
 def _tridiagonal_solve_grad(op, grad):
     """grad_rhs solves the adjoint system; grad_diagonals = -(the three diagonals of grad_rhs X^H)
     (0 where the compact form ignores an entry)."""
@@ -491,11 +500,11 @@ def _tridiagonal_solve_grad(op, grad):
     # the adjoint's superdiagonal is conj(subdiag) moved left, its subdiagonal conj(superdiag) moved right
     column = lambda t: _op("ExpandDims", t, rules.ints(-1))   # noqa: E731
     row = lambda t: _op("Squeeze", t, squeeze_dims=[-1])      # noqa: E731
-    adjoint = _op("Pack", [_conj(row(_shift_up(column(subdiag)))), _conj(maindiag),
-                           _conj(row(_shift_down(column(superdiag))))], axis=-2)
+    adjoint = _op("Pack", [conj(row(_shift_up(column(subdiag)))), conj(maindiag),
+                           conj(row(_shift_down(column(superdiag))))], axis=-2)
     grad_rhs = _op("TridiagonalSolve", adjoint, grad, partial_pivoting=op.get_attr("partial_pivoting"),
                    perturb_singular=op.get_attr("perturb_singular"))
-    x_conj = _conj(x)
+    x_conj = conj(x)
     last = rules.ints(-1)
     grad_super = -_op("Sum", grad_rhs * _shift_up(x_conj), last)
     grad_main = -_op("Sum", grad_rhs * x_conj, last)
@@ -503,11 +512,12 @@ def _tridiagonal_solve_grad(op, grad):
     return _op("Pack", [grad_super, grad_main, grad_sub], axis=-2), grad_rhs
 
 
-@gradient("TridiagonalMatMul")
+@family.gradient("TridiagonalMatMul")
+@dense_gradients
 def _tridiagonal_matmul_grad(op, grad):
     """y_i = sub_i b_(i-1) + main_i b_i + super_i b_(i+1)."""
     superdiag, maindiag, subdiag, rhs = op.inputs
-    rhs_conj = _conj(rhs)
+    rhs_conj = conj(rhs)
     last = rules.ints(-1)
 
     def diagonal_grad(shifted):
@@ -518,7 +528,8 @@ def _tridiagonal_matmul_grad(op, grad):
             grad_rhs)
 
 
-@gradient("Cross")
+@family.gradient("Cross")
+@dense_gradients
 def _cross_grad(op, grad):
     """a . (b x g) = g . (a x b) = b . (g x a)."""
     a, b = op.inputs

@@ -16,8 +16,8 @@ from gradreg.model import dtypes
 from gradreg.model import shape_fns as sf
 from gradreg.model.shapes import TensorShape
 from gradreg_plugins.math import family
-from gradreg_plugins.math.grads import gradient, unbroadcast
 from gradreg_plugins.math.kernels import binary, kernel
+from gradreg_plugins.rule_helpers import dense_gradients, unbroadcast
 
 op = family.op
 _NUMBER = ("float32, float64, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, "
@@ -59,7 +59,8 @@ def _cumulative_logsumexp(op, ctx):
     return compute
 
 
-@gradient("CumulativeLogsumexp")
+@family.gradient("CumulativeLogsumexp")
+@dense_gradients
 def _cumulative_logsumexp_grad(op, grad):
     """exp(x) times the reverse cumulative sum of grad / exp(out), in log space with the
     cotangent split by sign (TensorFlow's rule): log(0) is the type's lowest finite value so
@@ -93,7 +94,8 @@ op("NextAfter", inputs=["x1: T", "x2: T"], outputs=["output: T"], attrs=["T: {fl
 binary("NextAfter", np.nextafter)
 
 
-@gradient("NextAfter")
+@family.gradient("NextAfter")
+@dense_gradients
 def _next_after_grad(op, grad):
     """TensorFlow's convention: 1 for x1 (the result is x1 up to one ulp), 0 for x2."""
     x1, x2 = op.inputs
@@ -129,7 +131,8 @@ def _accumulate_n(op, ctx):
     return compute
 
 
-@gradient("AccumulateNV2")
+@family.gradient("AccumulateNV2")
+@dense_gradients
 def _accumulate_n_grad(op, grad):
     return [grad] * len(op.inputs)
 
@@ -181,7 +184,8 @@ def _product(left, right, out_type, transpose_a=False, transpose_b=False):
     return product if out_type is dtypes.float32 else apply_op("Cast", product, DstT=out_type)
 
 
-@gradient("SparseMatMul")
+@family.gradient("SparseMatMul")
+@dense_gradients
 def _sparse_matmul_grad(op, grad):
     """The MatMul rule, each gradient cast back to its input's type."""
     a, b = op.inputs

@@ -80,8 +80,7 @@ def _gather_rows(params: Tensor, ids: Tensor) -> Tensor:
     return apply_op("GatherV2", params, ids, rules.ints(0))
 
 
-@family.gradient("SegmentMax")
-@family.gradient("SegmentMin")
+@family.gradient("SegmentMax", "SegmentMin")
 def _segment_extreme_grad(op, grad):
     """A segment's gradient shared equally by its rows equal to the segment's extreme."""
     data, ids = op.inputs
@@ -210,8 +209,7 @@ def _sparse_segment_grad(op, grad):
 
 
 for _name in _SPARSE:
-    family.gradient(_name)(_sparse_segment_grad)
-    family.gradient(_name + "WithNumSegments")(_sparse_segment_grad)
+    family.gradient(_name, _name + "WithNumSegments")(_sparse_segment_grad)
 
 
 # -- the gradient ops: SparseSegment*Grad and *GradV2 ------------------------------------------------------
@@ -294,9 +292,7 @@ for _name, (_norm, _) in _SPARSE.items():
     family.kernel(_name + "GradV2")(_grad_v2_kernel(_norm))
 
 
-@family.gradient("SparseSegmentSumGrad")
-@family.gradient("SparseSegmentMeanGrad")
-@family.gradient("SparseSegmentSqrtNGrad")
+@family.gradient("SparseSegmentSumGrad", "SparseSegmentMeanGrad", "SparseSegmentSqrtNGrad")
 def _sparse_segment_grad_grad(op, grad):
     """The adjoint of scattering back: the forward reduction, one segment per row of the
     gradient input."""
@@ -305,9 +301,7 @@ def _sparse_segment_grad_grad(op, grad):
     return apply_op(forward, as_dense(grad), indices, ids, _first_dim(g)), None, None, None
 
 
-@family.gradient("SparseSegmentSumGradV2")
-@family.gradient("SparseSegmentMeanGradV2")
-@family.gradient("SparseSegmentSqrtNGradV2")
+@family.gradient("SparseSegmentSumGradV2", "SparseSegmentMeanGradV2", "SparseSegmentSqrtNGradV2")
 def _sparse_segment_grad_v2_grad(op, grad, _unique_grad):
     """As for *Grad: the rows the op wrote (one per sorted unique index) put back in place in a
     dense_output_dim0-row tensor, then the forward reduction over the original indices."""

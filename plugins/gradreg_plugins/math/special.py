@@ -39,8 +39,8 @@ from gradreg.model.graph import Tensor
 from gradreg_plugins._lazy import LazyModule
 from gradreg_plugins.math import family
 from gradreg_plugins.math import special_numerics as sn
-from gradreg_plugins.math.grads import gradient, unbroadcast, unbroadcast_to
 from gradreg_plugins.math.kernels import binary, kernel
+from gradreg_plugins.rule_helpers import dense_gradients, unbroadcast, unbroadcast_to
 
 sc = LazyModule("scipy.special")
 
@@ -125,45 +125,52 @@ def _call(op_type: str, *args) -> Tensor:
     return apply_op(op_type, *args)
 
 
-@gradient("Erfinv")
+@family.gradient("Erfinv")
+@dense_gradients
 def _erfinv_grad(op, grad):
     """sqrt(pi)/2 exp(erfinv(x)^2)."""
     return grad * _c(np.sqrt(np.pi) / 2, grad) * _call("Exp", _call("Square", op.outputs[0]))
 
 
-@gradient("Ndtri")
+@family.gradient("Ndtri")
+@dense_gradients
 def _ndtri_grad(op, grad):
     """sqrt(2 pi) exp(ndtri(x)^2 / 2)."""
     return grad * _c(np.sqrt(2 * np.pi), grad) * _call("Exp", _call("Square", op.outputs[0]) / _c(2, grad))
 
 
-@gradient("Dawsn")
+@family.gradient("Dawsn")
+@dense_gradients
 def _dawsn_grad(op, grad):
     """1 - 2 x dawsn(x)."""
     x, y = op.inputs[0], op.outputs[0]
     return grad * (_c(1, x) - _c(2, x) * x * y)
 
 
-@gradient("Expint")
+@family.gradient("Expint")
+@dense_gradients
 def _expint_grad(op, grad):
     """exp(x) / x."""
     x = op.inputs[0]
     return grad * _call("Exp", x) / x
 
 
-@gradient("FresnelCos")
+@family.gradient("FresnelCos")
+@dense_gradients
 def _fresnel_cos_grad(op, grad):
     x = op.inputs[0]
     return grad * _call("Cos", _c(np.pi / 2, x) * _call("Square", x))
 
 
-@gradient("FresnelSin")
+@family.gradient("FresnelSin")
+@dense_gradients
 def _fresnel_sin_grad(op, grad):
     x = op.inputs[0]
     return grad * _call("Sin", _c(np.pi / 2, x) * _call("Square", x))
 
 
-@gradient("Spence")
+@family.gradient("Spence")
+@dense_gradients
 def _spence_grad(op, grad):
     """log(x) / (1 - x), -1 at x = 1 (the limit)."""
     x = op.inputs[0]
@@ -171,26 +178,30 @@ def _spence_grad(op, grad):
     return grad * _where(_call("Equal", x, _c(1, x)), _c(-1, x), partial)
 
 
-@gradient("BesselI0")
+@family.gradient("BesselI0")
+@dense_gradients
 def _bessel_i0_grad(op, grad):
     return grad * _call("BesselI1", op.inputs[0])
 
 
-@gradient("BesselI0e")
+@family.gradient("BesselI0e")
+@dense_gradients
 def _bessel_i0e_grad(op, grad):
     """I1e(x) - sign(x) I0e(x)."""
     x, y = op.inputs[0], op.outputs[0]
     return grad * (_call("BesselI1e", x) - _call("Sign", x) * y)
 
 
-@gradient("BesselI1")
+@family.gradient("BesselI1")
+@dense_gradients
 def _bessel_i1_grad(op, grad):
     """I0(x) - I1(x)/x; 1/2 at 0 (TensorFlow imputes 1 there: see the module docstring)."""
     x, y = op.inputs[0], op.outputs[0]
     return grad * _where(_call("Equal", x, _c(0, x)), _c(0.5, x), _call("BesselI0", x) - _call("Div", y, x))
 
 
-@gradient("BesselI1e")
+@family.gradient("BesselI1e")
+@dense_gradients
 def _bessel_i1e_grad(op, grad):
     """I0e(x) - I1e(x) (sign(x) + 1/x); 1/2 at 0."""
     x, y = op.inputs[0], op.outputs[0]
@@ -198,46 +209,54 @@ def _bessel_i1e_grad(op, grad):
     return grad * _where(_call("Equal", x, _c(0, x)), _c(0.5, x), main)
 
 
-@gradient("BesselK0")
+@family.gradient("BesselK0")
+@dense_gradients
 def _bessel_k0_grad(op, grad):
     return grad * -_call("BesselK1", op.inputs[0])
 
 
-@gradient("BesselK0e")
+@family.gradient("BesselK0e")
+@dense_gradients
 def _bessel_k0e_grad(op, grad):
     return grad * (op.outputs[0] - _call("BesselK1e", op.inputs[0]))
 
 
-@gradient("BesselK1")
+@family.gradient("BesselK1")
+@dense_gradients
 def _bessel_k1_grad(op, grad):
     x, y = op.inputs[0], op.outputs[0]
     return grad * (-_call("BesselK0", x) - _call("Div", y, x))
 
 
-@gradient("BesselK1e")
+@family.gradient("BesselK1e")
+@dense_gradients
 def _bessel_k1e_grad(op, grad):
     x, y = op.inputs[0], op.outputs[0]
     return grad * (y * (_c(1, x) - _call("Reciprocal", x)) - _call("BesselK0e", x))
 
 
-@gradient("BesselJ0")
+@family.gradient("BesselJ0")
+@dense_gradients
 def _bessel_j0_grad(op, grad):
     return grad * -_call("BesselJ1", op.inputs[0])
 
 
-@gradient("BesselJ1")
+@family.gradient("BesselJ1")
+@dense_gradients
 def _bessel_j1_grad(op, grad):
     """J0(x) - J1(x)/x; 1/2 at 0."""
     x, y = op.inputs[0], op.outputs[0]
     return grad * _where(_call("Equal", x, _c(0, x)), _c(0.5, x), _call("BesselJ0", x) - _call("Div", y, x))
 
 
-@gradient("BesselY0")
+@family.gradient("BesselY0")
+@dense_gradients
 def _bessel_y0_grad(op, grad):
     return grad * -_call("BesselY1", op.inputs[0])
 
 
-@gradient("BesselY1")
+@family.gradient("BesselY1")
+@dense_gradients
 def _bessel_y1_grad(op, grad):
     x, y = op.inputs[0], op.outputs[0]
     return grad * (_call("BesselY0", x) - _call("Div", y, x))
@@ -251,27 +270,31 @@ def _igamma_partials(op):
     return partial_a, partial_x
 
 
-@gradient("Igamma")
+@family.gradient("Igamma")
+@dense_gradients
 def _igamma_grad(op, grad):
     partial_a, partial_x = _igamma_partials(op)
     return unbroadcast(*op.inputs, partial_a * grad, partial_x * grad)
 
 
-@gradient("Igammac")
+@family.gradient("Igammac")
+@dense_gradients
 def _igammac_grad(op, grad):
     """Q = 1 - P."""
     partial_a, partial_x = _igamma_partials(op)
     return unbroadcast(*op.inputs, -(partial_a * grad), -(partial_x * grad))
 
 
-@gradient("Polygamma")
+@family.gradient("Polygamma")
+@dense_gradients
 def _polygamma_grad(op, grad):
     """d/dx psi^(n)(x) = psi^(n+1)(x); no gradient for the order n (a whole number)."""
     n, x = op.inputs
     return unbroadcast(n, x, None, apply_op("Polygamma", n + _c(1, n), x) * grad)
 
 
-@gradient("Zeta")
+@family.gradient("Zeta")
+@dense_gradients
 def _zeta_grad(op, grad):
     """(d/dx: see zeta_x_derivative, d/dq = -x zeta(x+1, q))."""
     x, q = op.inputs
@@ -313,7 +336,8 @@ def zeta_x_derivative(x: Tensor, q: Tensor) -> Tensor:
     return apply_op("AddN", [head, integral, half] + corrections)
 
 
-@gradient("Betainc")
+@family.gradient("Betainc")
+@dense_gradients
 def _betainc_grad(op, grad):
     """(dI/da, dI/db) from betainc_parameter_derivatives; dI/dx = x^(a-1) (1-x)^(b-1) / B(a, b)
     (TensorFlow's, with xlogy / xlog1py so the tails at a = 1 or b = 1 are right)."""

@@ -3,7 +3,7 @@ and pooling with their backprop ops (``conv``, ``pooling``, ``volumes``; pooling
 fractional pooling (``fractional``), morphological dilation (``morphology``), the spatial
 rearrangements SpaceToBatch/DepthToSpace and patch extraction (``spatial``), CTC loss (``ctc``), the
 fused LSTMs BlockLSTM / BlockLSTMV2 (``recurrent``), simulated quantization (``quantize``),
-NthElement / IsotonicRegression / ApproxTopK (``selection``), L2 loss, top-k membership, batch and
+NthElement / IsotonicRegression (``selection``), L2 loss, top-k membership, batch and
 local response normalization. Owns each op's definition, NumPy kernel, shape function, Python
 builder and gradient rule; the topic modules hold all four for their ops, ``ops`` / ``kernels`` /
 ``grads`` those of the rest.
@@ -19,6 +19,10 @@ family = OpFamily(
     kernel_modules=["gradreg_plugins.nn.conv", "gradreg_plugins.nn.kernels", "gradreg_plugins.nn.pooling"],
     gradient_modules=["gradreg_plugins.nn.grads"],
 )
+
+# The modules other families may import (tests/test_architecture.py holds every other module private
+# to this family): kernels: round_bfloat16, which image's kernels round with.
+public_modules = ("kernels",)
 
 from gradreg_plugins.nn import (  # noqa: E402,F401  (they fill the family's tables)
     api,

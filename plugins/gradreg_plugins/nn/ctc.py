@@ -188,5 +188,4 @@ def _ctc_loss_grad(op, grad_loss, _grad_gradient):
     return gradient * scale, None, None, None
 
 
-family.gradient("CTCLoss")(_ctc_loss_grad)
-family.gradient("CTCLossV2")(_ctc_loss_grad)
+family.gradient("CTCLoss", "CTCLossV2")(_ctc_loss_grad)

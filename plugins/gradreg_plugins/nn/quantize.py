@@ -24,7 +24,6 @@ from gradreg_plugins.nn.kernels import kernel, node_error
 from gradreg_plugins.nn.windows import text
 
 op = family.op
-gradient = family.gradient
 F32 = np.float32
 
 
@@ -147,13 +146,13 @@ for _name in ("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel"):
        attrs=_QUANT_ATTRS, shape=_vars_gradient_shape)
 
 
-@gradient("FakeQuantWithMinMaxArgs")
+@family.gradient("FakeQuantWithMinMaxArgs")
 def _fake_quant_args_grad(op, grad):
     attrs = {name: op.get_attr(name) for name in ("min", "max", "num_bits", "narrow_range")}
     return apply_op("FakeQuantWithMinMaxArgsGradient", grad, op.inputs[0], **attrs)
 
 
-@gradient("FakeQuantWithMinMaxArgsGradient")
+@family.gradient("FakeQuantWithMinMaxArgsGradient")
 def _fake_quant_args_gradient_grad(op, grad):
     # g * mask(x): linear in g with itself as adjoint; the mask is constant in x a.e.
     attrs = {name: op.get_attr(name) for name in ("min", "max", "num_bits", "narrow_range")}
@@ -165,8 +164,7 @@ def _fake_quant_vars_grad(op, grad):
     return tuple(apply_op(op.type + "Gradient", grad, *op.inputs, **attrs))
 
 
-gradient("FakeQuantWithMinMaxVars")(_fake_quant_vars_grad)
-gradient("FakeQuantWithMinMaxVarsPerChannel")(_fake_quant_vars_grad)
+family.gradient("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel")(_fake_quant_vars_grad)
 
 
 # -- QuantizeAndDequantize -------------------------------------------------------------------------------
@@ -273,27 +271,27 @@ op("QuantizeAndDequantizeV4Grad", inputs=["gradients: T", "input: T", "input_min
    shape=lambda ctx: [ctx.input_shape(0), ctx.input_shape(2), ctx.input_shape(3)], linear=True)
 
 
-@gradient("QuantizeAndDequantize")
+@family.gradient("QuantizeAndDequantize")
 def _q_and_dq_v1_grad(op, grad):
     return grad
 
 
-@gradient("QuantizeAndDequantizeV2")
+@family.gradient("QuantizeAndDequantizeV2")
 def _q_and_dq_v2_grad(op, grad):
     return grad, None, None
 
 
-@gradient("QuantizeAndDequantizeV3")
+@family.gradient("QuantizeAndDequantizeV3")
 def _q_and_dq_v3_grad(op, grad):
     return grad, None, None, None
 
 
-@gradient("QuantizeAndDequantizeV4")
+@family.gradient("QuantizeAndDequantizeV4")
 def _q_and_dq_v4_grad_rule(op, grad):
     return tuple(apply_op("QuantizeAndDequantizeV4Grad", grad, *op.inputs, axis=op.get_attr("axis")))
 
 
-@gradient("QuantizeAndDequantizeV4Grad")
+@family.gradient("QuantizeAndDequantizeV4Grad")
 def _q_and_dq_v4_grad_grad(op, grad_input, _grad_min, _grad_max):
     # g * mask(input): linear in g, with itself as adjoint (TensorFlow's rule is broken).
     _, x, low, high = op.inputs
@@ -320,5 +318,5 @@ def _fake_quant_vars_gradient_grad(op, grad_x, grad_min, grad_max):
     return d_g, apply_op("ZerosLike", x), apply_op("ZerosLike", low), apply_op("ZerosLike", high)
 
 
-gradient("FakeQuantWithMinMaxVarsGradient")(_fake_quant_vars_gradient_grad)
-gradient("FakeQuantWithMinMaxVarsPerChannelGradient")(_fake_quant_vars_gradient_grad)
+family.gradient("FakeQuantWithMinMaxVarsGradient",
+                "FakeQuantWithMinMaxVarsPerChannelGradient")(_fake_quant_vars_gradient_grad)

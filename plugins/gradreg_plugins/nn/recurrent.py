@@ -189,5 +189,6 @@ def _block_lstm_rule(op, *grads):
     return [None, *input_grads]
 
 
-family.gradient("BlockLSTM")(_block_lstm_rule)
-family.gradient("BlockLSTMV2")(_block_lstm_rule)
+family.gradient("BlockLSTM", "BlockLSTMV2")(_block_lstm_rule)
+# As in TensorFlow, which registers no rule for them: the gradient ops are not differentiated again.
+family.not_differentiable("BlockLSTMGrad", "BlockLSTMGradV2")

@@ -1,4 +1,4 @@
-"""NthElement, IsotonicRegression and ApproxTopK: definitions, shape functions, NumPy kernels and rules.
+"""NthElement and IsotonicRegression: definitions, shape functions, NumPy kernels and rules.
 
 NthElement picks the n-th smallest value along the last axis (the n-th largest with
 ``reverse``); its gradient goes to the inputs equal to it, shared equally among ties, as
@@ -18,8 +18,6 @@ from gradreg_plugins.nn import family
 from gradreg_plugins.nn.kernels import kernel
 
 op = family.op
-gradient = family.gradient
-
 
 # -- NthElement --------------------------------------------------------------------------------------------
 
@@ -56,7 +54,7 @@ op("NthElement", inputs=["input: T", "n: int32"], outputs=["values: T"],
    shape=_nth_element_shape)
 
 
-@gradient("NthElement")
+@family.gradient("NthElement")
 def _nth_element_grad(op, grad):
     x, value = op.inputs[0], op.outputs[0]
     hits = apply_op("Cast", apply_op("Equal", apply_op("ExpandDims", value, rules.ints(-1)), x), DstT=grad.dtype)
@@ -105,7 +103,7 @@ op("IsotonicRegression", inputs=["input: T"], outputs=["output: output_dtype", "
    shape=lambda ctx: [ctx.input_shape(0), ctx.input_shape(0)])
 
 
-@gradient("IsotonicRegression")
+@family.gradient("IsotonicRegression")
 def _isotonic_regression_grad(op, grad, _grad_segments):
     # Each output is the mean of its block's inputs: the gradient is each block's mean
     # gradient. Blocks are numbered within rows: offset them by row so one segment sum serves.
@@ -126,68 +124,3 @@ def _isotonic_regression_grad(op, grad, _grad_segments):
     counts = apply_op("UnsortedSegmentSum", apply_op("OnesLike", flat_grad), ids, total)
     means = sums / apply_op("Maximum", counts, apply_op("OnesLike", counts))
     return apply_op("Reshape", apply_op("GatherV2", means, ids, 0), shape)
-
-
-# -- ApproxTopK ------------------------------------------------------------------------------------------------
-# TensorFlow runs ApproxTopK through XLA only (no CPU kernel). gradreg returns the exact top k,
-# which meets any recall target: the k largest (smallest with is_max_k false) along the
-# reduction dimension, in order, ties broken by the lower index.
-
-@kernel("ApproxTopK")
-def _approx_top_k(op, ctx):
-    k, axis, largest = op.get_attr("k"), op.get_attr("reduction_dimension"), bool(op.get_attr("is_max_k"))
-
-    def compute(x):
-        if not -x.ndim <= axis < x.ndim:
-            raise ValueError(f"reduction_dimension {axis} is out of range for input of rank {x.ndim}")
-        if k > x.shape[axis]:
-            raise ValueError(f"k ({k}) must not exceed the reduction dimension's size ({x.shape[axis]})")
-        keys = -x.astype(np.float64) if largest else x.astype(np.float64)
-        order = np.argsort(keys, axis=axis, kind="stable")
-        indices = np.take(order, np.arange(k), axis=axis)
-        return np.take_along_axis(x, indices, axis=axis), indices.astype(np.int32)
-    return compute
-
-
-def _approx_top_k_shape(ctx):
-    x = ctx.input_shape(0)
-    if x.rank is None:
-        return [TensorShape(None), TensorShape(None)]
-    dims = x.as_list()
-    axis = ctx.attr("reduction_dimension")
-    if not -len(dims) <= axis < len(dims):
-        raise ctx.error(f"reduction_dimension {axis} is out of range for input of rank {len(dims)}")
-    dims[axis] = ctx.attr("k")
-    return [TensorShape(dims), TensorShape(dims)]
-
-
-op("ApproxTopK", inputs=["input: T"], outputs=["values: T", "indices: int32"],
-   attrs=["k: int >= 0", "reduction_dimension: int = -1", "recall_target: float = 0.949999988079071",
-          "is_max_k: bool = true", "reduction_input_size_override: int = -1", "aggregate_to_topk: bool = true",
-          "T: {float16, bfloat16, float32}"], shape=_approx_top_k_shape)
-
-
-@gradient("ApproxTopK")
-def _approx_top_k_grad(op, grad, _indices_grad):
-    # Each value's gradient goes back to the position it was taken from: a ScatterNd whose
-    # indices are the selected positions along the reduction dimension and the output's own
-    # coordinates elsewhere.
-    x, indices = op.inputs[0], op.outputs[1]
-    rank = indices.shape.rank
-    axis = op.get_attr("reduction_dimension") % rank
-    index_shape = rules.shape_vector(indices)
-    lifted = apply_op("ConcatV2", [index_shape, rules.ints([1])], 0)
-    coordinates = []
-    for d in range(rank):
-        if d == axis:
-            coordinates.append(apply_op("Reshape", indices, lifted))
-            continue
-        shape = [1] * (rank + 1)
-        shape[d] = -1
-        size = apply_op("StridedSlice", index_shape, rules.ints([d]), rules.ints([d + 1]), rules.ints([1]),
-                        shrink_axis_mask=1)
-        iota = apply_op("Reshape", apply_op("Range", 0, size, 1), rules.ints(shape))
-        coordinates.append(apply_op("BroadcastTo", iota, lifted))
-    joined = coordinates[0] if rank == 1 else apply_op("ConcatV2", coordinates, rank)
-    flat = apply_op("Reshape", joined, rules.ints([-1, rank]))
-    return apply_op("ScatterNd", flat, apply_op("Reshape", grad, rules.ints([-1])), rules.shape_vector(x))

@@ -26,8 +26,6 @@ from gradreg_plugins.nn.kernels import kernel, node_error
 from gradreg_plugins.nn.windows import output_dim, text
 
 op = family.op
-gradient = family.gradient
-
 _INDEX = "{int32, int64}"
 
 
@@ -182,24 +180,24 @@ def _fresh(t):
     return t if value is None else rules.ints(value, t.dtype.base_dtype)
 
 
-@gradient("SpaceToBatchND")
+@family.gradient("SpaceToBatchND")
 def _space_to_batch_nd_grad(op, grad):
     _, block, paddings = op.inputs
     return apply_op("BatchToSpaceND", rules.dense(grad), _fresh(block), _fresh(paddings)), None, None
 
 
-@gradient("BatchToSpaceND")
+@family.gradient("BatchToSpaceND")
 def _batch_to_space_nd_grad(op, grad):
     _, block, crops = op.inputs
     return apply_op("SpaceToBatchND", rules.dense(grad), _fresh(block), _fresh(crops)), None, None
 
 
-@gradient("SpaceToBatch")
+@family.gradient("SpaceToBatch")
 def _space_to_batch_grad(op, grad):
     return apply_op("BatchToSpaceND", rules.dense(grad), _v1_block(op), _fresh(op.inputs[1])), None
 
 
-@gradient("BatchToSpace")
+@family.gradient("BatchToSpace")
 def _batch_to_space_grad(op, grad):
     return apply_op("SpaceToBatchND", rules.dense(grad), _v1_block(op), _fresh(op.inputs[1])), None
 
@@ -283,13 +281,13 @@ def _space_to_depth(op, ctx):
     return lambda x: space_to_depth(x, bs, fmt)
 
 
-@gradient("DepthToSpace")
+@family.gradient("DepthToSpace")
 def _depth_to_space_grad(op, grad):
     return apply_op("SpaceToDepth", rules.dense(grad), block_size=op.get_attr("block_size"),
                     data_format=op.get_attr("data_format"))
 
 
-@gradient("SpaceToDepth")
+@family.gradient("SpaceToDepth")
 def _space_to_depth_grad(op, grad):
     return apply_op("DepthToSpace", rules.dense(grad), block_size=op.get_attr("block_size"),
                     data_format=op.get_attr("data_format"))
@@ -381,8 +379,7 @@ def _extract_patches(op, ctx):
     return compute
 
 
-@gradient("ExtractImagePatches")
-@gradient("ExtractVolumePatches")
+@family.gradient("ExtractImagePatches", "ExtractVolumePatches")
 def _extract_patches_grad(op, grad):
     # Number the input's pixels (0, 1, ...: one image's worth, as int64), extract their patches
     # with the node's attrs (padding reads -1 after the shift), and sum every patch entry's

@@ -10,7 +10,10 @@
 - **Repeats**: equal small initializers are written once, and a node that repeats an earlier one
   (same op, inputs and attributes; neither random nor holding subgraphs) is dropped, its outputs
   read from the earlier node's. An Identity is dropped the same way, its output read from its input.
-- Initializers nothing reads are dropped.
+- **Chains**: a Reshape of a Reshape to a constant shape (without 0s that copy a dimension) reads the
+  first one's input; a Transpose of a Transpose is one Transpose of the composed permutation (none
+  if that is the identity).
+- Nodes and initializers nothing reads are dropped.
 
 Values the caller names in ``keep`` (a loaded model's own initializers) and graph outputs keep
 their names. Subgraphs are left as written, apart from reading renamed outer values.
@@ -45,8 +48,10 @@ def compact(model: onnx.ModelProto, keep: Collection[str] = ()) -> None:
     protected = set(keep) | {o.name for o in graph.output} | {i.name for i in graph.input}
     _fold(model, ai_onnx_version(model.opset_import, OPSET_VERSIONS[""]) or OPSET_VERSIONS[""], protected,
           set(keep))
+    _collapse_chains(graph)
     renames = _merge_initializers(graph, protected)
     _merge_nodes(graph, renames, protected)
+    _drop_unused_nodes(graph)
     _drop_unused_initializers(graph)
 
 
@@ -189,6 +194,57 @@ def _rename_captured(node: onnx.NodeProto, renames: dict[str, str]) -> None:
                 n.input[:] = [renames.get(i, i) for i in n.input]
             for o in inner.output:
                 o.name = renames.get(o.name, o.name)
+
+
+def _collapse_chains(graph: onnx.GraphProto) -> None:
+    """Reshape(Reshape(x, s1), s2) -> Reshape(x, s2) where s2 is a constant without 0s (or allowzero);
+    Transpose(Transpose(x, p1), p2) -> Transpose(x, p1[p2]), an Identity if that permutes nothing."""
+    shapes = {t.name: t for t in graph.initializer} if graph.initializer else {}
+    for name in [i.name for i in graph.input]:
+        shapes.pop(name, None)
+    producer: dict[str, onnx.NodeProto] = {}
+    for node in graph.node:
+        first = producer.get(node.input[0]) if node.input and node.domain in ("", "ai.onnx") else None
+        if first is not None and first.op_type == node.op_type == "Reshape" and len(node.input) > 1 \
+                and node.input[1] in shapes:
+            allowzero = next((a.i for a in node.attribute if a.name == "allowzero"), 0)
+            if allowzero or not np.any(numpy_helper.to_array(shapes[node.input[1]]) == 0):
+                node.input[0] = first.input[0]
+        elif first is not None and first.op_type == node.op_type == "Transpose":
+            outer, inner = _perm(node), _perm(first)
+            if outer is not None and inner is not None and len(outer) == len(inner):
+                node.input[0] = first.input[0]
+                del node.attribute[:]
+                perm = [inner[i] for i in outer]
+                if perm == sorted(perm):    # no permutation: an Identity, which merging drops
+                    node.op_type = "Identity"
+                else:
+                    node.attribute.append(helper.make_attribute("perm", perm))
+        for o in node.output:
+            if o and node.domain in ("", "ai.onnx"):
+                producer[o] = node
+
+
+def _perm(node: onnx.NodeProto) -> list[int] | None:
+    return next((list(a.ints) for a in node.attribute if a.name == "perm"), None)
+
+
+def _drop_unused_nodes(graph: onnx.GraphProto) -> None:
+    """Drop ai.onnx nodes none of whose outputs is read (left behind by collapsing chains)."""
+    needed = {o.name for o in graph.output}
+    for sub in (g for node in graph.node for g in _subgraphs(node)):
+        for inner in _all_graphs(sub):
+            needed.update(n for node in inner.node for n in node.input)
+            needed.update(o.name for o in inner.output)
+    kept = []
+    for node in reversed(graph.node):
+        if node.domain in ("", "ai.onnx") and not _subgraphs(node) and not needed.intersection(node.output):
+            continue
+        needed.update(node.input)
+        kept.append(node)
+    if len(kept) < len(graph.node):
+        del graph.node[:]
+        graph.node.extend(reversed(kept))
 
 
 def _drop_unused_initializers(graph: onnx.GraphProto) -> None:

@@ -12,6 +12,7 @@ tensor names (``op:1``); every name is unique in the whole model.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ import onnx.checker
 import onnx.shape_inference
 from onnx import helper, numpy_helper
 
-from gradreg.autodiff.provenance import rule_origins
+from gradreg.autodiff.provenance import RULE_ATTR, RuleOrigin, rule_origins
 from gradreg.build.functions import FunctionGraph, function_graph
 from gradreg.errors import GraphError, describe_node
 from gradreg.model.graph import Graph, Operation, Tensor
@@ -29,6 +30,7 @@ from gradreg.model.shape_inference import constant_value
 from gradreg.model.traversal import needed_ops, topological_order
 from gradreg_plugins.onnx.compact import compact
 from gradreg_plugins.onnx.importer import NODE_NAME_ATTR, model_info
+from gradreg_plugins.onnx.local_functions import gather_groups, gradient_scope
 from gradreg_plugins.onnx.nodes import captured_inputs, to_onnx_array, upsample_as_resize
 from gradreg_plugins.onnx.opset import first_lines, to_opset
 from gradreg_plugins.onnx.protos import node_proto, type_proto
@@ -362,11 +364,12 @@ RULES_METADATA = "gradreg.gradient_rules"
 
 
 def graph_to_model(graph: Graph, outputs: Sequence[Tensor] | Mapping[str, Tensor] | None = None, *,
-                   opset: int | None = None, check: bool = True) -> onnx.ModelProto:
+                   opset: int | None = None, check: bool = True, flat: bool = False) -> onnx.ModelProto:
     """A ModelProto computing ``outputs`` (tensors, or ONNX output name -> tensor; default: the
     loaded model's outputs, else the tensors nothing consumes) from the graph's Placeholders,
-    at ai.onnx ``opset`` (default: the family's), checked by onnx's full checker."""
-    model = export_model(graph, outputs, opset=opset)
+    at ai.onnx ``opset`` (default: the family's), checked by onnx's full checker. Each gradient
+    rule's nodes are one call of a model-local function unless ``flat``."""
+    model = export_model(graph, outputs, opset=opset, flat=flat)
     origins = rule_origins(needed_ops([t.op for _, t in output_pairs(graph, outputs)], set()))
     if origins:   # the gradient rules that made the written nodes (gradreg.autodiff.provenance)
         entry = model.metadata_props.add()
@@ -380,8 +383,10 @@ def graph_to_model(graph: Graph, outputs: Sequence[Tensor] | Mapping[str, Tensor
     return model
 
 
-def export_model(graph: Graph, outputs: Any = None, opset: int | None = None) -> onnx.ModelProto:
-    """The ModelProto of ``graph`` (see the module docstring); ``opset`` converts it down."""
+def export_model(graph: Graph, outputs: Any = None, opset: int | None = None, flat: bool = False) -> onnx.ModelProto:
+    """The ModelProto of ``graph`` (see the module docstring); ``opset`` converts it down; unless
+    ``flat``, each gradient rule's nodes and each op expanded below ``opset`` become one call of a
+    model-local function (:mod:`gradreg_plugins.onnx.local_functions`)."""
     pairs = output_pairs(graph, outputs)
     if not pairs:
         raise GraphError("the graph has no outputs to write")
@@ -391,7 +396,20 @@ def export_model(graph: Graph, outputs: Any = None, opset: int | None = None) ->
     if opset is not None:
         model = to_opset(model, opset)
     compact(model, keep=exporter.model_constants)
+    if not flat:
+        gather_groups(model, _rule_scopes(graph, pairs), keep=exporter.model_constants)
     return model
+
+
+def _rule_scopes(graph: Graph, pairs: list[tuple[str, Tensor]]) -> dict[str, str]:
+    """The name scope of each gradient rule call among the written ops -> the op type it differentiates."""
+    scopes: dict[str, str] = {}
+    for op in needed_ops([t.op for _, t in pairs], set()):
+        scope = gradient_scope(op.name) if op.has_attr(RULE_ATTR) else None
+        if scope is not None:
+            rule = RuleOrigin.parse(op.get_attr(RULE_ATTR)).rule
+            scopes.setdefault(scope, re.sub(r"\W", "", split_op_type(rule)[1]) or "Rule")
+    return scopes
 
 
 def _graphs(graph_proto):

@@ -140,17 +140,18 @@ def model_info(graph: Graph) -> Any:
 
 
 def graph_to_model(graph: Graph, outputs: Sequence[Tensor] | Mapping[str, Tensor] | None = None, *,
-                   opset: int | None = None, check: bool = True) -> Any:
+                   opset: int | None = None, check: bool = True, flat: bool = False) -> Any:
     """A ModelProto computing ``outputs`` (tensors, or ONNX output name -> tensor; default: the
-    loaded model's outputs, else the tensors nothing consumes) from the graph's Placeholders."""
-    return _exporter("writing ONNX").graph_to_model(graph, outputs, opset=opset, check=check)
+    loaded model's outputs, else the tensors nothing consumes) from the graph's Placeholders
+    (``flat``: no model-local functions for gradient rules and expanded ops)."""
+    return _exporter("writing ONNX").graph_to_model(graph, outputs, opset=opset, check=check, flat=flat)
 
 
 def save_onnx(graph: Graph, path: str | os.PathLike, outputs: Any = None, *, opset: int | None = None,
-              check: bool = True) -> dict[str, str]:
+              check: bool = True, flat: bool = False) -> dict[str, str]:
     """Write :func:`graph_to_model` to ``path`` atomically. Returns {tensor name: ONNX output name}."""
     exporter = _exporter(os.fspath(path))
-    model = exporter.graph_to_model(graph, outputs, opset=opset, check=check)
+    model = exporter.graph_to_model(graph, outputs, opset=opset, check=check, flat=flat)
     atomic_write(os.fspath(path), model.SerializeToString())
     return {t.name: name for name, t in exporter.output_pairs(graph, outputs)}
 
@@ -165,21 +166,21 @@ def _read_beside(data: bytes, where: str, base_dir: str) -> Graph:
     return model_to_graph(read_model(data, where, base_dir=base_dir), where)
 
 
-def _write(graph: Any, opset: int | None = None) -> bytes:
+def _write(graph: Any, opset: int | None = None, flat: bool = False) -> bytes:
     if not isinstance(graph, Graph):
         raise GraphFileError(f"cannot write {type(graph).__name__} as ONNX: expected a Graph")
-    return bytes(graph_to_model(graph, opset=opset).SerializeToString())
+    return bytes(graph_to_model(graph, opset=opset, flat=flat).SerializeToString())
 
 
-def _write_outputs(graph: Any, outputs: Mapping[str, Any], opset: int | None = None) -> bytes:
+def _write_outputs(graph: Any, outputs: Mapping[str, Any], opset: int | None = None, flat: bool = False) -> bytes:
     if not isinstance(graph, Graph):
         raise GraphFileError(f"cannot write {type(graph).__name__} as ONNX: expected a Graph")
-    return bytes(graph_to_model(graph, outputs, opset=opset).SerializeToString())
+    return bytes(graph_to_model(graph, outputs, opset=opset, flat=flat).SerializeToString())
 
 
 FORMAT = GraphFormat(
     "onnx", suffixes=ONNX_SUFFIXES, read=_read, read_beside=_read_beside, write=_write, write_outputs=_write_outputs,
-    write_options=("opset",), sniff=looks_like_onnx, sniff_order=10,
+    write_options=("opset", "flat"), sniff=looks_like_onnx, sniff_order=10,
     summary="ONNX model (ModelProto), through the onnx op family")
 
 

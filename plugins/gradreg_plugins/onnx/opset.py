@@ -377,7 +377,7 @@ def _body_nodes(node: onnx.NodeProto, types: dict, serial: int) -> list[onnx.Nod
     attrs.update({a.name: a for a in node.attribute})
     names = dict(zip(body.input, list(node.input) + [""] * len(body.input)))
     names.update(zip(body.output, node.output))
-    prefix = f"{node.name or node.output[0]}/expanded{serial}/"
+    prefix = f"{node.name or node.output[0]}/expanded_{node.op_type}_{serial}/"
 
     def renamed(name: str) -> str:
         return names.setdefault(name, prefix + name) if name else ""

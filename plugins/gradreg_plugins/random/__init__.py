@@ -14,4 +14,8 @@ family = OpFamily(
     gradient_modules=["gradreg_plugins.random.grads"],
 )
 
+# The modules other families may import (tests/test_architecture.py holds every other module private
+# to this family): philox: the counter-based generator nn's fractional pooling draws from.
+public_modules = ("philox",)
+
 from gradreg_plugins.random import ops  # noqa: E402,F401  (they fill the family's tables)

@@ -38,7 +38,7 @@ def _alpha_grad(alpha: Tensor, sample: Tensor, grad: Tensor, sample_dims) -> Ten
         target = apply_op("ConcatV2", [ones, apply_op("Shape", alpha)], rules.ints(0))
         axes = apply_op("Range", rules.ints(0), sample_dims, rules.ints(1))
     partial = apply_op("RandomGammaGrad", apply_op("Reshape", alpha, target), sample)
-    return apply_op("Sum", apply_op("Mul", grad, partial), axes)
+    return apply_op("Sum", grad * partial, axes)
 
 
 def _sample_dims(shape: Tensor, minus: Tensor | int = 0):
@@ -47,7 +47,7 @@ def _sample_dims(shape: Tensor, minus: Tensor | int = 0):
     if length is not None and isinstance(minus, int):
         return length - minus
     count = apply_op("Size", shape)
-    return count if isinstance(minus, int) and minus == 0 else apply_op("Sub", count, minus)
+    return count if isinstance(minus, int) and minus == 0 else count - minus
 
 
 @family.gradient("RandomGamma")
@@ -115,8 +115,8 @@ def _stateless_parameterized_truncated_normal_grad(op, grad):
     broadcast_shape = apply_op("Shape", mean)
     for param in (stddev, minval, maxval):
         broadcast_shape = apply_op("BroadcastArgs", apply_op("Shape", param), broadcast_shape)
-    extra_dims = apply_op("Range", rules.ints(0), apply_op("Sub", apply_op("Size", shape),
-                                                             apply_op("Size", broadcast_shape)), rules.ints(1))
+    extra = apply_op("Size", shape) - apply_op("Size", broadcast_shape)
+    extra_dims = apply_op("Range", rules.ints(0), extra, rules.ints(1))
     return (None, None, _summed_to(grad, extra_dims, broadcast_shape, mean),
             _summed_to(grad * sample, extra_dims, broadcast_shape, stddev),
             _summed_to(grad * dminval, extra_dims, broadcast_shape, minval),

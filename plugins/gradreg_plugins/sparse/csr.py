@@ -42,6 +42,7 @@ from gradreg.model import dtypes
 from gradreg.model import shape_fns as sf
 from gradreg.model.graph import Tensor
 from gradreg.model.shapes import TensorShape
+from gradreg_plugins.rule_helpers import conj
 from gradreg_plugins.sparse import family
 
 op = family.op
@@ -302,7 +303,7 @@ def _transpose(op, ctx):
 
 
 @kernel("SparseMatrixMul")
-def _mul(op, ctx):
+def _sparse_matrix_mul(op, ctx):
     dtype = op.get_attr("T")
 
     def mul(matrix, b):
@@ -489,10 +490,6 @@ def _sparse_mat_mul(op, ctx):
 
 # -- gradient rules -----------------------------------------------------------------------------------------------
 
-def _conj(t: Tensor) -> Tensor:
-    return apply_op("Conj", t) if t.known_dtype.base_dtype.is_complex else t
-
-
 def _entries(matrix: Tensor, dtype) -> tuple[Tensor, Tensor, Tensor]:
     return apply_op("CSRSparseMatrixToSparseTensor", matrix, type=dtype)
 
@@ -569,14 +566,14 @@ def _factor_grad(grad: Tensor, operand: Tensor, factor: Tensor, dtype, batched: 
     per batch member where ``batched``: a factor [batch, 1, 1])."""
     indices, values, shape = pruned(grad, operand, dtype)
     _, entries, _ = _entries(operand, dtype)
-    products = values * _conj(entries)
+    products = values * conj(entries)
     if not batched:
-        return (apply_op("SparseTensorToCSRSparseMatrix", indices, values * _conj(factor), shape),
+        return (apply_op("SparseTensorToCSRSparseMatrix", indices, values * conj(factor), shape),
                 apply_op("Reshape", apply_op("Sum", products, rules.ints(0)), apply_op("Shape", factor)))
     batch = apply_op("StridedSlice", indices, rules.ints([0, 0]), rules.ints([0, 1]), rules.ints([1, 1]),
                      begin_mask=1, end_mask=1, shrink_axis_mask=2)
     per_member = apply_op("UnsortedSegmentSum", products, batch, apply_op("Size", factor))
-    scale = apply_op("GatherV2", apply_op("Reshape", _conj(factor), rules.ints([-1])), batch, rules.ints(0))
+    scale = apply_op("GatherV2", apply_op("Reshape", conj(factor), rules.ints([-1])), batch, rules.ints(0))
     return (apply_op("SparseTensorToCSRSparseMatrix", indices, values * scale, shape),
             apply_op("Reshape", per_member, apply_op("Shape", factor)))
 
@@ -618,8 +615,8 @@ def _mat_mul_grad_values(op, g: Tensor, q: Tensor, indices: Tensor, rank: int) -
         row, col = (apply_op("Reshape", t, rules.ints([-1])) for t in (row, col))
     gather = (lambda m, i: apply_op("GatherNd", m, i)) if rank == 3 else \
         (lambda m, i: apply_op("GatherV2", m, i, rules.ints(0)))
-    values = apply_op("Sum", gather(g, row) * _conj(gather(q, col)), rules.ints(-1))
-    return _conj(values) if conjugated else values
+    values = apply_op("Sum", gather(g, row) * conj(gather(q, col)), rules.ints(-1))
+    return conj(values) if conjugated else values
 
 
 @family.gradient("SparseMatrixMatMul")
@@ -633,12 +630,12 @@ def _mat_mul_grad(op, grad):
         raise GradientError(f"{describe_node(op.name, op.type)}: the rank of b must be known to differentiate it")
     swap = list(range(rank - 2)) + [rank - 1, rank - 2]
     if op.get_attr("conjugate_output"):
-        g = _conj(g)
+        g = conj(g)
     if op.get_attr("transpose_output"):
         g = apply_op("Transpose", g, rules.ints(swap))
     b_transposed, b_conjugated = _flags(op, "b")
     q = apply_op("Transpose", b, rules.ints(swap)) if b_transposed else b
-    q = _conj(q) if b_conjugated else q
+    q = conj(q) if b_conjugated else q
     dtype = op.get_attr("T")
     indices, _, shape = _entries(a, dtype)
     da = apply_op("SparseTensorToCSRSparseMatrix", indices, _mat_mul_grad_values(op, g, q, indices, rank), shape)
@@ -649,9 +646,9 @@ def _mat_mul_grad(op, grad):
     elif a_conjugated:
         dq = apply_op("SparseMatrixMatMul", a, g)
     else:
-        dq = _conj(apply_op("SparseMatrixMatMul", a, _conj(g)))
+        dq = conj(apply_op("SparseMatrixMatMul", a, conj(g)))
     db = apply_op("Transpose", dq, rules.ints(swap)) if b_transposed else dq
-    return da, _conj(db) if b_conjugated else db
+    return da, conj(db) if b_conjugated else db
 
 
 def _sparse_conj(m: Tensor, dtype) -> Tensor:

@@ -22,16 +22,10 @@ from gradreg.autodiff import rules
 from gradreg.build.builders import apply_op, as_dense
 from gradreg.model import dtypes
 from gradreg.model.graph import Tensor
-from gradreg_plugins.array.grads import landed_indices
+from gradreg_plugins.rule_helpers import conj, landed_indices
 from gradreg_plugins.sparse import family
 
-gradient = family.gradient
-
 family.not_differentiable("SparseAddGrad")
-
-
-def _conj(t: Tensor) -> Tensor:
-    return apply_op("Conj", t) if t.known_dtype.base_dtype.is_complex else t
 
 
 def _count(t: Tensor) -> Tensor:
@@ -53,7 +47,7 @@ def _permuted_back(grad: Tensor, indices: Tensor, reorder) -> Tensor:
 
 # -- arithmetic --------------------------------------------------------------------------------------------
 
-@gradient("SparseAdd")
+@family.gradient("SparseAdd")
 def _sparse_add_grad(op, *grads):
     """The sum's gradient at each operand's entries (an entry dropped by thresh gets none)."""
     a_indices, b_indices, sum_indices = op.inputs[0], op.inputs[3], op.outputs[0]
@@ -63,8 +57,7 @@ def _sparse_add_grad(op, *grads):
     return None, da, None, None, db, None, None
 
 
-@gradient("SparseSparseMaximum")
-@gradient("SparseSparseMinimum")
+@family.gradient("SparseSparseMaximum", "SparseSparseMinimum")
 def _sparse_sparse_extreme_grad(op, *grads):
     """Each output entry's gradient to the operand whose value it is: ``a`` where a's value is
     the result (ties included), else ``b`` where b's is; neither where an implicit zero won."""
@@ -91,7 +84,7 @@ def _dense_picks(indices: Tensor, shape: Tensor, dense: Tensor) -> Tensor:
     """Per sparse entry, the index of the dense operand's element it meets (the dense operand
     broadcasts: leading dims it lacks are dropped, its dims of size 1 read index 0)."""
     dense_shape = apply_op("Shape", dense, out_type=dtypes.int64)
-    lead = apply_op("Sub", apply_op("Size", shape), apply_op("Size", dense_shape))
+    lead = apply_op("Size", shape) - apply_op("Size", dense_shape)
     begin = apply_op("Pack", [rules.ints(0), lead], axis=0)
     trailing = apply_op("Slice", indices, apply_op("Cast", begin, DstT=dtypes.int64),
                         rules.ints([-1, -1], dtypes.int64))
@@ -104,26 +97,26 @@ def _dense_gradient(picks: Tensor, per_entry: Tensor, dense: Tensor) -> Tensor:
     return apply_op("ScatterNd", picks, per_entry, apply_op("Shape", dense, out_type=dtypes.int64))
 
 
-@gradient("SparseDenseCwiseMul")
+@family.gradient("SparseDenseCwiseMul")
 def _sparse_dense_mul_grad(op, grad):
     indices, values, shape, dense = op.inputs
     grad = as_dense(grad)
     picks = _dense_picks(indices, shape, dense)
     met = apply_op("GatherNd", dense, picks)
-    return None, grad * _conj(met), None, _dense_gradient(picks, grad * _conj(values), dense)
+    return None, grad * conj(met), None, _dense_gradient(picks, grad * conj(values), dense)
 
 
-@gradient("SparseDenseCwiseDiv")
+@family.gradient("SparseDenseCwiseDiv")
 def _sparse_dense_div_grad(op, grad):
     indices, values, shape, dense = op.inputs
     grad = as_dense(grad)
     picks = _dense_picks(indices, shape, dense)
-    met = _conj(apply_op("GatherNd", dense, picks))
-    ddense = -grad * _conj(values) / apply_op("Square", met)
+    met = conj(apply_op("GatherNd", dense, picks))
+    ddense = -grad * conj(values) / apply_op("Square", met)
     return None, grad / met, None, _dense_gradient(picks, ddense, dense)
 
 
-@gradient("SparseDenseCwiseAdd")
+@family.gradient("SparseDenseCwiseAdd")
 def _sparse_dense_add_grad(op, grad):
     indices, _, shape, dense = op.inputs
     grad = as_dense(grad)
@@ -132,7 +125,7 @@ def _sparse_dense_add_grad(op, grad):
 
 # -- products and sums with dense tensors -------------------------------------------------------------------
 
-@gradient("SparseTensorDenseMatMul")
+@family.gradient("SparseTensorDenseMatMul")
 def _sparse_dense_matmul_grad(op, grad):
     """With G the product's gradient: dB from the sparse product with A adjointed the other way;
     dA at each entry (r, c): the inner product over j of G[r, j] and conj(B[c, j]) — rows and
@@ -147,19 +140,19 @@ def _sparse_dense_matmul_grad(op, grad):
     rows = apply_op("StridedSlice", a_indices, [0, 0], [0, 1], [1, 1], begin_mask=1, end_mask=1, shrink_axis_mask=2)
     cols = apply_op("StridedSlice", a_indices, [0, 1], [0, 2], [1, 1], begin_mask=1, end_mask=1, shrink_axis_mask=2)
     g_rows, b_rows = (cols, rows) if adjoint_a else (rows, cols)
-    right = apply_op("Transpose", b, rules.ints([1, 0])) if adjoint_b else _conj(b)
+    right = apply_op("Transpose", b, rules.ints([1, 0])) if adjoint_b else conj(b)
     parts = apply_op("GatherV2", grad, g_rows, rules.ints(0)) * apply_op("GatherV2", right, b_rows, rules.ints(0))
     da = apply_op("Sum", parts, rules.ints([1]))
-    return None, _conj(da) if adjoint_a else da, None, db
+    return None, conj(da) if adjoint_a else da, None, db
 
 
-@gradient("SparseTensorDenseAdd")
+@family.gradient("SparseTensorDenseAdd")
 def _sparse_dense_add_grad_values(op, grad):
     grad = as_dense(grad)
     return None, apply_op("GatherNd", grad, op.inputs[0]), None, grad
 
 
-@gradient("SparseToDense")
+@family.gradient("SparseToDense")
 def _sparse_to_dense_grad(op, grad):
     """The values' gradient: the output's at their indices (summed for a scalar value, which
     every index takes); the default value's: the rest of it."""
@@ -210,7 +203,7 @@ def _all_axes(t: Tensor) -> Tensor:
 
 # -- reductions and softmax --------------------------------------------------------------------------------------
 
-@gradient("SparseReduceSum")
+@family.gradient("SparseReduceSum")
 def _sparse_reduce_sum_grad(op, grad):
     """Each entry gets the gradient of the sum it went into: the gradient, with the reduced
     dims kept as 1, read at the entry's index with the reduced coordinates set to 0."""
@@ -224,7 +217,7 @@ def _sparse_reduce_sum_grad(op, grad):
     return None, apply_op("GatherNd", reshaped, indices * kept), None, None
 
 
-@gradient("SparseSoftmax")
+@family.gradient("SparseSoftmax")
 def _sparse_softmax_grad(op, grad):
     """Softmax's rule on the entries: (g - sum over the row of g * y) * y."""
     indices, _, shape = op.inputs
@@ -237,7 +230,7 @@ def _sparse_softmax_grad(op, grad):
 
 # -- reordering, filling, slicing, concatenating -----------------------------------------------------------------
 
-@gradient("SparseReorder")
+@family.gradient("SparseReorder")
 def _sparse_reorder_grad(op, _, grad):
     indices, _, shape = op.inputs
     dvalues = _permuted_back(as_dense(grad), indices,
@@ -245,8 +238,7 @@ def _sparse_reorder_grad(op, _, grad):
     return None, dvalues, None
 
 
-@gradient("SparseFillEmptyRows")
-@gradient("RaggedFillEmptyRows")
+@family.gradient("SparseFillEmptyRows", "RaggedFillEmptyRows")
 def _sparse_fill_empty_rows_grad(op, _, grad, *unused):
     """Each value's gradient back from where it landed, the added entries' summed to the
     default (SparseFillEmptyRowsGrad / RaggedFillEmptyRowsGrad)."""
@@ -256,14 +248,14 @@ def _sparse_fill_empty_rows_grad(op, _, grad, *unused):
     return None, dvalues, None, ddefault
 
 
-@gradient("SparseSlice")
+@family.gradient("SparseSlice")
 def _sparse_slice_grad(op, _, grad, *unused):
     dvalues = apply_op("SparseSliceGrad", as_dense(grad), op.inputs[0], op.inputs[3], op.outputs[0])
     dvalues.set_shape(op.inputs[1].shape)
     return None, dvalues, None, None, None
 
 
-@gradient("SparseConcat")
+@family.gradient("SparseConcat")
 def _sparse_concat_grad(op, _, grad, *unused):
     """The output's gradient permuted back to the order of the concatenated inputs (their
     entries' ordinals go through the same concatenation) and split per input."""

@@ -6,15 +6,13 @@ from gradreg.errors import GradientError
 from gradreg.model.indexed_slices import IndexedSlices
 from gradreg_plugins.training import family
 
-gradient = family.gradient
 
-
-@gradient("ReadVariableOp")
+@family.gradient("ReadVariableOp")
 def _read_grad(op, grad):
     return grad
 
 
-@gradient("ResourceGather")
+@family.gradient("ResourceGather")
 def _resource_gather_grad(op, grad):
     """Sparse, as for Gather: the gathered rows' gradients at their indices."""
     handle, indices = op.inputs

@@ -50,20 +50,59 @@ def _channels(op, x) -> int:
 
 def _filter_grad(x, g, strides, dilations, pads, kernel, group: int):
     """dW[o, c, k] = sum over batch and positions p of g[n, o, p] x_padded[n, c, p * stride + k * dilation]:
-    a Conv of x (channels as batch) by g (batch as channels), strides and dilations swapped, one
-    per group."""
+    a Conv of x (channels as batch) by g (batch as channels), strides and dilations swapped. With
+    groups, one grouped Conv where sizes are static (x as [c, group * batch] channels, g as
+    [group * o, batch] filters), else one Conv per group."""
     n = len(kernel)
+    perm = [1, 0] + list(range(2, 2 + n))
+    x_sizes, g_sizes = _static_spatial(x), _static_spatial(g)
+    x_channels, g_channels = _static_channels(x), _static_channels(g)
+    if group > 1 and None not in (x_sizes, g_sizes, x_channels, g_channels):
+        assert x_sizes is not None and g_sizes is not None and x_channels is not None and g_channels is not None
+        c, o = x_channels // group, g_channels // group
+        spatial = list(range(3, 3 + n))
+        xs = onnx_op("Reshape", x, ints([0, group, c, *x_sizes], g, "grouped"))
+        xs = onnx_op("Reshape", onnx_op("Transpose", xs, perm=[2, 1, 0, *spatial]), ints([c, -1, *x_sizes], g, "shape"))
+        gs = onnx_op("Reshape", g, ints([0, group, o, *g_sizes], g, "grouped"))
+        gs = onnx_op("Reshape", onnx_op("Transpose", gs, perm=[1, 2, 0, *spatial]),
+                     ints([group * o, -1, *g_sizes], g, "shape"))
+        out = onnx_op("Conv", xs, gs, None, strides=list(dilations), dilations=list(strides), pads=list(pads),
+                      group=group)
+        return onnx_op("Transpose", _kernel_part(out, x_sizes, g_sizes, strides, dilations, pads, kernel), perm=perm)
     xs = onnx_op("Split", x, axis=1, num_outputs=group, outputs=group) if group > 1 else (x,)
     gs = onnx_op("Split", g, axis=1, num_outputs=group, outputs=group) if group > 1 else (g,)
-    perm = [1, 0] + list(range(2, 2 + n))
     parts = []
     for xi, gi in zip(xs, gs):
         out = onnx_op("Conv", onnx_op("Transpose", xi, perm=perm), onnx_op("Transpose", gi, perm=perm), None,
                       strides=list(dilations), dilations=list(strides), pads=list(pads))
-        out = onnx_op("Slice", out, ints([0] * n, g, "starts"), ints(list(kernel), g, "ends"),
-                      ints(list(range(2, 2 + n)), g, "axes"))
-        parts.append(onnx_op("Transpose", out, perm=perm))
+        parts.append(onnx_op("Transpose", _kernel_part(out, x_sizes, g_sizes, strides, dilations, pads, kernel),
+                             perm=perm))
     return parts[0] if group == 1 else onnx_op("Concat", *parts, axis=0)
+
+
+def _kernel_part(out, x_sizes, g_sizes, strides, dilations, pads, kernel):
+    """The first ``kernel`` positions of the filter-gradient Conv's output: a Slice, or nothing
+    where static sizes show the Conv makes exactly those (the padded input fits the windows)."""
+    n = len(kernel)
+    if x_sizes is not None and g_sizes is not None:
+        made = [(size + pads[i] + pads[i + n] - s * (p - 1) - 1) // d + 1
+                for i, (size, p, s, d) in enumerate(zip(x_sizes, g_sizes, strides, dilations))]
+        if made == list(kernel):
+            return out
+    return onnx_op("Slice", out, ints([0] * n, out, "starts"), ints(list(kernel), out, "ends"),
+                   ints(list(range(2, 2 + n)), out, "axes"))
+
+
+def _static_spatial(t) -> tuple[int, ...] | None:
+    dims = t.shape.dims
+    if dims is None or len(dims) < 3 or any(d is None for d in dims[2:]):
+        return None
+    return tuple(int(d) for d in dims[2:] if d is not None)
+
+
+def _static_channels(t) -> int | None:
+    dims = t.shape.dims
+    return int(dims[1]) if dims is not None and len(dims) >= 2 and dims[1] is not None else None
 
 
 def _bias_grad(g, n_spatial: int):
