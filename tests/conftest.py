@@ -6,6 +6,7 @@ numba tests check the compiled kernels (tests/test_numba_jit.py covers backgroun
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("GRADREG_CHECK_OUTPUTS", "1")
 # Numba compiles each new kernel; only the numba tests (which ask for it) pay that cost.
@@ -45,7 +46,7 @@ def _process_settings() -> tuple:
     environment = {k: v for k, v in os.environ.items() if k not in _SET_BY_IMPORTS}
     return (environment, os.getcwd(), threads._the_blas().current(),
             {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)},
-            np.geterr())
+            np.geterr(), sys.getrecursionlimit())
 
 
 def pytest_sessionstart(session):
@@ -64,7 +65,8 @@ def _leaves_the_process_as_it_found_it():
     before = _process_settings()
     yield
     after = _process_settings()
-    names = ["environment", "working directory", "BLAS threads", "signal handlers", "NumPy errors"]
+    names = ["environment", "working directory", "BLAS threads", "signal handlers", "NumPy errors",
+             "recursion limit"]
     changed = [name for name, a, b in zip(names, before, after) if a != b]
     if changed:
         diff = ""

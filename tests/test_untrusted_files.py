@@ -19,7 +19,7 @@ from google.protobuf import text_format
 
 import gradreg as gr
 from gradreg import cli, config
-from gradreg.errors import CheckpointError, FileAccessError, SavedModelError
+from gradreg.errors import CheckpointError, FeedError, FileAccessError, SavedModelError
 from gradreg.formats import tf_checkpoint
 from gradreg.formats.saved_model import write_saved_model_variables
 from gradreg.formats.tensor_bundle import BundleReader, write_bundle
@@ -659,3 +659,29 @@ def test_a_checkpoint_file_linked_out_of_its_directory_is_refused(tmp_path, outs
     # there), the checkpoint's own directory for a hard link (no path leads elsewhere).
     monkeypatch.setattr(config, "allow_files", [str(outside if link == "symbolic" else run)])
     assert "global_step" in tf_checkpoint.load_checkpoint(str(run))
+
+
+def _npz_with(tmp_path, name: str, encrypted: bool = False):
+    """An .npz whose one member is called ``name`` (flagged encrypted, if asked)."""
+    import zipfile
+    path = tmp_path / "feeds.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(zipfile.ZipInfo(name), b"not an array")
+    raw = bytearray(path.read_bytes())
+    if encrypted:
+        raw[6] |= 1                                       # the local header's flag bits
+        central = raw.find(b"PK\x01\x02")
+        raw[central + 8] |= 1                             # and the central directory's
+    path.write_bytes(bytes(raw))
+    return path
+
+
+@pytest.mark.parametrize("name, encrypted, message", [
+    ("x.npy", True, "member 'x.npy' is encrypted"),       # zipfile raised RuntimeError (the fuzzer's find)
+    ("", False, "a member without a name"),               # zipfile's is_dir raised IndexError
+])
+def test_npz_members_zipfile_cannot_read_are_feed_errors(tmp_path, name, encrypted, message):
+    from gradreg.formats.arrays import read_npz
+    path = _npz_with(tmp_path, name, encrypted)
+    with pytest.raises(FeedError, match=message):
+        read_npz(str(path))

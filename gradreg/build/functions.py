@@ -179,14 +179,38 @@ def function_nesting(where: str) -> Iterator[None]:
         raise InvalidGraphFunctionError(f"{where}: library functions nested more than {limit} calls deep "
                                         f"({config.how_to_raise('max_function_depth')})")
     if depth == 0:
-        needed = 1000 + _FRAMES_PER_LEVEL * limit
-        if sys.getrecursionlimit() < needed:
-            sys.setrecursionlimit(needed)
+        _raise_recursion_limit(1000 + _FRAMES_PER_LEVEL * limit)
     _NESTING.depth = depth + 1
     try:
         yield
     finally:
         _NESTING.depth = depth
+        if depth == 0:
+            _restore_recursion_limit()
+
+
+class _RecursionLimit:
+    """The interpreter's recursion limit, raised while any thread builds or compiles nested
+    functions and put back to the caller's when the last one is done."""
+    lock = threading.Lock()
+    users = 0
+    saved = 0
+
+
+def _raise_recursion_limit(needed: int) -> None:
+    with _RecursionLimit.lock:
+        if not _RecursionLimit.users:
+            _RecursionLimit.saved = sys.getrecursionlimit()
+        _RecursionLimit.users += 1
+        if sys.getrecursionlimit() < needed:
+            sys.setrecursionlimit(needed)
+
+
+def _restore_recursion_limit() -> None:
+    with _RecursionLimit.lock:
+        _RecursionLimit.users -= 1
+        if not _RecursionLimit.users:
+            sys.setrecursionlimit(_RecursionLimit.saved)
 
 
 def _function_graph(library: FunctionLibrary, name: str, call_attrs: dict[str, Any] | None,

@@ -38,9 +38,13 @@ def read_npz(path: str, max_elements: int | None = None) -> dict[str, np.ndarray
         with zipfile.ZipFile(path) as archive:
             arrays = {}
             for info in archive.infolist():
+                if not info.filename:           # zipfile's is_dir() would raise IndexError
+                    raise FeedError(f"{path}: a member without a name; not a readable .npz file")
                 if info.is_dir():
                     continue
                 where = f"{path}: member '{info.filename}'"
+                if info.flag_bits & 0x1:      # zipfile would raise RuntimeError asking for a password
+                    raise FeedError(f"{where} is encrypted; not a readable .npz file")
                 key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
                 with archive.open(info) as member:
                     arrays[key] = _read_array(member, where, limit)
