@@ -207,7 +207,7 @@ def test_missing_feed(mul_graph, capsys):
 
 def test_misshaped_feed(mul_graph, tmp_path, capsys):
     graph, path = mul_graph
-    with pytest.raises(errors.FeedError, match=r"shape \[3\] to x:0, which has shape \(2,\)"):
+    with pytest.raises(errors.FeedError, match=r"shape \[3\] to tensor 'x:0', which has shape \(2,\)"):
         gr.Session(graph).run("y:0", {"x:0": np.ones(3, np.float32)})
     np.save(tmp_path / "x3.npy", np.ones(3, np.float32))
     code, _, err = _run_cli(["run", path, "--feed", f"x={tmp_path / 'x3.npy'}", "--fetch", "y"], capsys)

@@ -88,7 +88,8 @@ class ForwardLoop:
 def analyze_loop(frame: Frame, structure: LoopStructure) -> ForwardLoop:
     """Identify a loop frame's LoopCond, loop variables and invariants; GradientError if the frame
     is not shaped as TensorFlow's while_loop builds loops."""
-    where = f"loop frame '{frame.name}'"
+    enters = [op.name for op in frame.ops if op.type in ("Enter", "RefEnter")]
+    where = f"loop frame '{frame.name}' (entered at node '{enters[0] if enters else frame.name}')"
     if any(isinstance(op.control_flow_context, BackwardLoopContext) or op.type == "StackPopV2" for op in frame.ops):
         # The loop is itself a loop's gradient: its forward values come from stacks, whose
         # pops have no gradient, so differentiating it would silently drop terms.

@@ -196,7 +196,9 @@ class _FrameCompiler:
         emitter = self.emitter
         loop_conds = [op for op in frame.ops if op.type == LOOP_COND]
         if len(loop_conds) != 1:
-            raise GraphError(f"loop frame '{frame.name}' has {len(loop_conds)} LoopCond nodes; expected one")
+            enters = [op.name for op in frame.ops if op.type in ("Enter", "RefEnter")][:3]
+            raise GraphError(f"loop frame '{frame.name}' (entered at node '{enters[0] if enters else frame.name}') "
+                             f"has {len(loop_conds)} LoopCond nodes; expected one")
         loop_cond = loop_conds[0]
         target, dead_block = self._enter_values(frame, block)
         self._hoist(frame, target)

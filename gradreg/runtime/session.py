@@ -252,6 +252,7 @@ def _feed_converter(tensor: Tensor) -> Callable[[Any], Any]:
                     raise FeedError(f"cannot feed {array.dtype} value to {name}, which is {dtype.name}")
                 array = array.astype(storage)
         if not shape.is_compatible_with(array.shape):
-            raise FeedError(f"cannot feed value of shape {list(array.shape)} to {name}, which has shape {shape}")
+            raise FeedError(f"cannot feed value of shape {list(array.shape)} to tensor '{name}', which has shape "
+                            f"{shape}")
         return array
     return convert
