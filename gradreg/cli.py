@@ -69,6 +69,8 @@ _tensor_name = tensor_name
 
 OPSET_HELP = ("with an .onnx output: write ai.onnx opset N (17 up to the onnx op family's, its default), for "
               "runtimes pinned to an older one")
+FLAT_HELP = ("with an .onnx output: write every node in the main graph, without model-local functions (by default "
+             "each op's gradient is one function call), for runtimes that do not support them")
 
 
 def _load(path: str):
@@ -282,6 +284,7 @@ def _add_grad(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--freeze", action="store_true",
                    help="SavedModel, with -o OUT.pb: the variables become constants of their values")
     p.add_argument("--opset", type=int, metavar="N", help=OPSET_HELP)
+    p.add_argument("--flat", action="store_true", help=FLAT_HELP)
     p.add_argument("--json", action="store_true",
                    help='print {"gradients": {x: gradient name or null}} (and "values" when evaluated)')
     p.add_argument("--feed", action="append", default=[], metavar="FEED", help=FEED_HELP)
@@ -309,6 +312,7 @@ def _add_tools(sub: Any, common: argparse.ArgumentParser, saved_model: argparse.
     p.add_argument("input", metavar="IN", help="the graph to read (format from its suffix, else its content)")
     p.add_argument("output", metavar="OUT", help="the file to write (format from its suffix)")
     p.add_argument("--opset", type=int, metavar="N", help=OPSET_HELP)
+    p.add_argument("--flat", action="store_true", help=FLAT_HELP)
     p.set_defaults(func=_deferred("cmd_convert"))
 
     p = _subparser(sub, "freeze", "write a SavedModel signature as one GraphDef with its variables as constants",

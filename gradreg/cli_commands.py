@@ -145,20 +145,22 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _write_options(args: argparse.Namespace, fmt: Any) -> dict[str, Any]:
-    """The format options the command line gave (``--opset``), checked against what the output's
-    format takes (UsageError otherwise)."""
-    opset = getattr(args, "opset", None)
-    if opset is None:
-        return {}
-    if fmt is None or "opset" not in fmt.write_options:
-        raise UsageError(f"--opset applies to an ONNX output (.onnx), not {getattr(args, 'output', None) or 'none'}")
-    return {"opset": opset}
+    """The format options the command line gave (``--opset``, ``--flat``), checked against what the
+    output's format takes (UsageError otherwise)."""
+    given = {"opset": getattr(args, "opset", None), "flat": getattr(args, "flat", False) or None}
+    options = {name: value for name, value in given.items() if value is not None}
+    for name in options:
+        if fmt is None or name not in fmt.write_options:
+            output = getattr(args, "output", None) or "none"
+            raise UsageError(f"--{name} applies to an ONNX output (.onnx), not {output}")
+    return options
 
 
 def cmd_grad(args: argparse.Namespace) -> int:
     if is_saved_model_dir(args.graph):
-        if args.opset is not None:
-            raise UsageError("--opset applies to an ONNX output of a graph file, not a SavedModel's gradients")
+        if args.opset is not None or args.flat:
+            flag = "--opset" if args.opset is not None else "--flat"
+            raise UsageError(f"{flag} applies to an ONNX output of a graph file, not a SavedModel's gradients")
         return grad_saved_model(args)
     graph_only(args, "signature")
     if args.freeze:

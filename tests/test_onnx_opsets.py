@@ -150,6 +150,27 @@ def test_the_facade_and_the_command_line_take_the_opset(mlp, tmp_path, capsys):
     assert "--opset applies to an ONNX output" in capsys.readouterr().err
 
 
+def test_the_command_line_writes_flat_gradient_models(mlp, tmp_path, capsys):
+    from gradreg.cli import main
+    case, _, _ = mlp
+    model, y = str(case.model_path), case.meta["outputs"][0]
+    grouped, flat = str(tmp_path / "grouped.onnx"), str(tmp_path / "flat.onnx")
+    assert main(["grad", model, "--ys", y, "--xs", "fc1.weight", "-o", grouped, "--opset", "17"]) == 0
+    assert main(["grad", model, "--ys", y, "--xs", "fc1.weight", "-o", flat, "--flat", "--opset", "17"]) == 0
+    grouped_model, flat_model = onnx.load(grouped), onnx.load(flat)
+    assert len(grouped_model.functions) > 0 and len(flat_model.functions) == 0
+    onnx.checker.check_model(flat_model, full_check=True)
+    assert ai_onnx(flat_model) == 17
+    # the same gradient: every node of the grouped model's function bodies is in the flat graph
+    inlined = onnx.inliner.inline_local_functions(grouped_model)
+    assert sorted(n.op_type for n in flat_model.graph.node if n.op_type != "Constant") == \
+        sorted(n.op_type for n in inlined.graph.node if n.op_type != "Constant")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as usage:
+        main(["convert", model, str(tmp_path / "mlp.pbtxt"), "--flat"])
+    assert usage.value.code == 2 and "--flat applies to an ONNX output" in capsys.readouterr().err
+
+
 def test_a_format_without_options_refuses_one(mlp, tmp_path):
     _, graph, _ = mlp
     with pytest.raises(gr.errors.GradregError, match="the graphdef format takes no option opset"):
