@@ -131,6 +131,25 @@ def _run(argv, capsys):
     return code, capsys.readouterr()
 
 
+def test_an_onnx_gradient_model_is_drawn_with_its_backward_ops(tmp_path, capsys):
+    """gradreg writes each op's gradient as a call of a model-local function: the picture draws
+    the calls' nodes, as in the graph the file was written from (--flat writes them so)."""
+    pytest.importorskip("onnx")
+    from gradreg.viz.sources import graph_to_draw
+    model = ONNX / "resnet_opset18" / "model.onnx"
+    grouped, flat = tmp_path / "grad.onnx", tmp_path / "flat.onnx"
+    for out, extra in ((grouped, []), (flat, ["--flat"])):
+        assert _run(["grad", model, "--ys", "logits", "--xs", "x,conv1.weight", "-o", out, *extra], capsys)[0] == 0
+    assert any(op.type.startswith("gradreg.gradients::") for op in gr.load_graph(grouped).get_operations())
+    drawn, _ = graph_to_draw(grouped)
+    types = sorted(op.type for op in drawn.get_operations())
+    assert not any(t.startswith("gradreg.") for t in types)
+    assert set(types) - {"Const"} == {op.type for op in graph_to_draw(flat)[0].get_operations()} - {"Const"}
+    assert {"onnx::ScatterElements", "onnx::ConvTranspose"} <= set(types)   # MaxPool's and Conv's gradients
+    assert _run(["view", grouped, "-o", tmp_path / "grad.dot"], capsys)[0] == 0
+    assert "ScatterElements" in (tmp_path / "grad.dot").read_text()
+
+
 def test_view_of_a_saved_model_draws_its_signature_inlined(tmp_path, capsys):
     code, out = _run(["view", CNN, "-o", tmp_path / "cnn.html"], capsys)
     assert code == 0, out.err

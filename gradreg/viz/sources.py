@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from gradreg.build.inline import inline_calls, is_call
 from gradreg.formats import load_graph
 from gradreg.formats.model_kinds import is_saved_model_dir
 from gradreg.formats.saved_model import DEFAULT_TAGS
@@ -23,9 +24,24 @@ def graph_to_draw(path: str | os.PathLike[str], signature: str | None = None,
     where = os.fspath(path)
     title = os.path.basename(os.path.normpath(where))
     if not is_saved_model_dir(where):
-        return load_graph(where), title
+        return _grouping_inlined(load_graph(where), where), title
     # a picture runs no op of the model (docs/security.md) and needs no value
     model = load_saved_model(where, tuple(tags or DEFAULT_TAGS), run_init_op=False)
     flat = signature_graph(model, signature, with_values=False)
     # the ops the signature's outputs need (flat.graph also holds the reads its Variables made)
     return import_graph_def(flat.graph_def(), source=where), f"{title} \u2014 signature {flat.signature}"
+
+
+# The functions gradreg's ONNX writer groups nodes into (one call per op's gradient, per op
+# expanded below the opset): a picture draws their nodes, as the graph they were written from.
+GROUPING_DOMAINS = ("gradreg.gradients::", "gradreg.expanded::")
+
+
+def _grouping_inlined(graph: Graph, where: str) -> Graph:
+    """``graph`` with its function calls inlined when it holds calls of gradreg's grouping
+    functions (an ONNX gradient model as gradreg writes it); otherwise ``graph`` itself."""
+    ops = graph.get_operations()
+    if not any(is_call(op) and op.type.startswith(GROUPING_DOMAINS) for op in ops):
+        return graph
+    sinks = [op for op in ops if not any(t.consumers() for t in op.outputs)]
+    return import_graph_def(inline_calls(graph, sinks).graph_def, source=where)
