@@ -63,6 +63,7 @@ from gradreg.distributed.worker import (
     train_shard,
 )
 from gradreg.errors import ExecutionError, FeedError, GradregError
+from gradreg.model.traversal import needed_ops
 
 
 @dataclass
@@ -579,16 +580,7 @@ def graph_bytes(graph_or_path: Any) -> bytes:
 
 def _ancestor_ops(tensors: Sequence[Any]) -> set:
     """Every op the tensors depend on, through data and control inputs."""
-    seen: set = set()
-    stack = [t.op for t in tensors]
-    while stack:
-        op = stack.pop()
-        if op in seen:
-            continue
-        seen.add(op)
-        stack.extend(t.op for t in op.inputs)
-        stack.extend(op.control_inputs)
-    return seen
+    return set(needed_ops([t.op for t in tensors], set()))
 
 
 def _x_name(x: Any) -> str:

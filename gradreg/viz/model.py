@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gradreg.errors import GraphError
-from gradreg.model.traversal import topological_order
+from gradreg.model.traversal import needed_ops, topological_order
 
 FORWARD = "forward"
 GRADIENT = "gradient"
@@ -133,15 +133,7 @@ def _resolve_ops(graph, names: Iterable[Any], what: str) -> list:
 
 
 def _ancestors(ops: Iterable) -> set:
-    seen, stack = set(), list(ops)
-    while stack:
-        op = stack.pop()
-        if op in seen:
-            continue
-        seen.add(op)
-        stack.extend(t.op for t in op.inputs)
-        stack.extend(op.control_inputs)
-    return seen
+    return set(needed_ops(list(ops), set()))
 
 
 def _descendants(ops: Iterable) -> set:
