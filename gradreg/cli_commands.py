@@ -54,7 +54,7 @@ from gradreg.training.checkpoint import Saver
 from gradreg.training.variables import find_variables
 
 __all__ = ["cmd_check", "cmd_convert", "cmd_freeze", "cmd_grad", "cmd_ops", "cmd_plugins", "cmd_run",
-           "inspect_saved_model"]
+           "command_grad_ys", "command_session", "inspect_saved_model"]
 
 
 def _backend(name: str | None) -> str | None:
@@ -65,7 +65,7 @@ def _backend(name: str | None) -> str | None:
     return name
 
 
-def _session(graph: Graph, args: argparse.Namespace) -> Session:
+def command_session(graph: Graph, args: argparse.Namespace) -> Session:
     """A Session on ``graph`` with the options' backend and element limit, variables restored
     from ``--checkpoint`` when given."""
     session = Session(graph, max_elements=args.max_elements, backend=_backend(args.backend))
@@ -108,7 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph)
     feeds = read_feeds(args.feed, graph)
     targets = _fetch_targets(graph, args.fetch)
-    values = _session(graph, args).run([target for target, _ in targets], feeds)
+    values = command_session(graph, args).run([target for target, _ in targets], feeds)
     shown = [name for _, name in targets]
     if args.json:
         print(json.dumps({"outputs": [as_json(n, v) for n, v in zip(shown, values)]}))
@@ -173,7 +173,7 @@ def cmd_grad(args: argparse.Namespace) -> int:
     stop = find_tensors(graph, args.stop, "--stop") if args.stop else None
     if not ys or not xs:
         raise UsageError("--ys and --xs each need at least one tensor name")
-    grad_ys = _grad_ys(graph, ys, args)
+    grad_ys = command_grad_ys(graph, ys, args)
     feeds = read_feeds(args.feed, graph)
     _backend(args.backend)
     with graph.as_default():
@@ -242,7 +242,7 @@ def _save_gradient_model(graph: Graph, args: argparse.Namespace, ys: Sequence[An
     return rows, shown
 
 
-def _grad_ys(graph: Graph, ys: list[Any], args: argparse.Namespace) -> list[Any] | None:
+def command_grad_ys(graph: Graph, ys: list[Any], args: argparse.Namespace) -> list[Any] | None:
     """The --grad-ys weights of the ys (None: ones for all): values, or tensors of the graph."""
     values, tensors = parse_weights(args.grad_ys)
     if tensors:
@@ -273,7 +273,7 @@ def _grad_values(args: argparse.Namespace, graph: Graph, ys: list[Any], xs: list
         return {}
     fetches = ys + [g for g in grads if g is not None]
     try:
-        return dict(zip([t.name for t in fetches], _session(graph, args).run(fetches, feeds)))
+        return dict(zip([t.name for t in fetches], command_session(graph, args).run(fetches, feeds)))
     except FeedError as exc:
         if args.feed:
             raise

@@ -52,6 +52,27 @@ Every command also takes --debug, --quiet, --allow-files and the resource limits
 """
 
 
+EXPLORER_EPILOG = """\
+examples:
+  gradreg explorer model.pb -o me/                      # the graph only
+  gradreg explorer model.pb -o me/ --ys loss --feed batch.npz        # and where the gradient of loss flows
+  gradreg explorer model.onnx -o me/ --feed x=x.npy     # ys: the model's declared outputs
+  gradreg explorer export_dir -o me/ --feed inputs.npz --grad-ys output_0=onehot.npy
+  model-explorer me/graph.json --node_data_paths=me/gradient_l2.json,me/gradient_status.json
+
+Writes OUT_DIR/graph.json (Model Explorer's graph JSON: name scopes as layers, op types, edges
+with dtypes and shapes, attributes; what `gradreg view` shows) and, with --ys, --xs, --feed,
+--grad-ys or --stop, one overlay per measure of the gradient of the ys with respect to each op's
+outputs: gradient_l2.json, gradient_max_abs.json, gradient_log10_l2.json, gradient_status.json
+(flows, zero, disconnected: on the path but no gradient reaches it; ops off the path have no
+value). Opening them needs Model Explorer (pip install "gradreg[explorer]"); writing them does not.
+`model-explorer MODEL --extensions=gradreg_model_explorer` opens a model file directly.
+
+Every command also takes --debug, --quiet, --allow-files and the resource limits:
+`gradreg --help` describes them.
+"""
+
+
 def _picture_path(text: str) -> str:
     from gradreg.viz.render import format_for_path  # start-up cost (see the imports above)
     try:
@@ -98,6 +119,8 @@ def add_view_commands(subparsers: Any, parents: Sequence[argparse.ArgumentParser
     p.add_argument("--title", help="a title for the picture (default: the file name)")
     p.set_defaults(func=cmd_view)
 
+    _add_explorer(subparsers, parents, formatter)
+
     p = subparsers.add_parser(
         "tensorboard", parents=list(parents), help="write a TensorBoard event file holding a graph",
         description="Write LOGDIR/events.out.tfevents.* holding the graph; TensorBoard's graph tab shows it.",
@@ -105,6 +128,45 @@ def add_view_commands(subparsers: Any, parents: Sequence[argparse.ArgumentParser
     p.add_argument("graph", help=GRAPH_HELP)
     p.add_argument("logdir", help="directory for the event file (created if missing)")
     p.set_defaults(func=cmd_tensorboard)
+
+
+def _add_explorer(subparsers: Any, parents: Sequence[argparse.ArgumentParser], formatter: Any) -> None:
+    p = subparsers.add_parser(
+        "explorer", parents=list(parents), help="write a graph and its gradient magnitudes for Google's Model Explorer",
+        description="Write a model as Model Explorer's graph JSON and, per op, the size of the gradient of the ys "
+                    "with respect to its outputs as node-data overlays.",
+        epilog=EXPLORER_EPILOG, formatter_class=formatter)
+    p.add_argument("graph", help=GRAPH_HELP)
+    p.add_argument("-o", "--output", required=True, metavar="OUT_DIR",
+                   help="directory for graph.json and the overlays (created if missing)")
+    p.add_argument("--ys", metavar="NAMES", help="comma-separated tensors to differentiate (default: the model's "
+                   "declared floating-point outputs; SavedModel: signature outputs)")
+    p.add_argument("--xs", metavar="NAMES", help="measure only ops on paths out of these tensors (comma-separated; "
+                   "SavedModel: signature inputs or variables)")
+    p.add_argument("--grad-ys", action="append", default=None, metavar="WEIGHTS",
+                   help="weights of the ys, as for grad (NAME=VALUE, NAME=FILE.npy, FILE.npz, or tensor names)")
+    p.add_argument("--stop", metavar="NAMES", help="tensors to treat as constants")
+    p.add_argument("--feed", action="append", default=[], metavar="FEED",
+                   help="feed values, as for run and grad: FILE.npz, NAME=FILE.npy or NAME=VALUE; repeatable")
+    p.add_argument("--custom-gradient", choices=["error", "forward"], default="error",
+                   help="a node naming a gradient this process lacks: fail (default), or differentiate through its "
+                        "forward ops, as for grad")
+    p.add_argument("--checkpoint", metavar="CKPT", help="graph files: restore the graph's variables first, as for grad")
+    p.add_argument("--backend", default=None, metavar="NAME", help="execution backend: numpy or numba")
+    p.add_argument("--max-elements", type=int, default=None, metavar="N",
+                   help="refuse tensors with more than N elements (default 2**30)")
+    p.add_argument("--plumbing", action="store_true",
+                   help="show constants, variables and their reads as nodes (default: listed in the ops using them)")
+    p.add_argument("--signature", default=None, metavar="S",
+                   help="SavedModel: the signature (default: serving_default, or the only one)")
+    p.add_argument("--tags", default=None, metavar="TAGS", help="SavedModel MetaGraph tag set (default: serve)")
+    p.add_argument("--title", help="the graph's name in Model Explorer (default: the file name)")
+    p.set_defaults(func=_explorer)
+
+
+def _explorer(args: argparse.Namespace) -> int:
+    from gradreg.cli_explorer import cmd_explorer  # start-up cost: sessions and differentiation (see above)
+    return cmd_explorer(args)
 
 
 def cmd_view(args: argparse.Namespace) -> int:
