@@ -12,6 +12,7 @@
     gradreg plugins [--op OP | --check PACKAGE | --trace GRAPH] [--json]
     gradreg ops [PATTERN] [--missing] [--json]
     gradreg view GRAPH -o OUT.(svg|png|dot|html) [--ys NAMES] [--xs NAMES] [--depth N] [--expand SCOPE]...
+    gradreg explorer GRAPH -o OUT_DIR [--ys NAMES] [--xs NAMES] [--feed ...]... [--grad-ys ...] [--plumbing]
     gradreg tensorboard GRAPH LOGDIR
 
 A SavedModel directory in place of GRAPH, as ``saved_model_cli`` users expect (variables

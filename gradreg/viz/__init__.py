@@ -8,8 +8,9 @@ Modules: ``sources`` (what a path draws: a graph file, or a SavedModel signature
 ``model`` (ops placed in scope, loop-frame, call and function boxes; which ops are gradient
 ops; the plumbing drawn inside the ops that use it), ``fold`` (which boxes are open), ``dot``
 (DOT text, Graphviz for SVG/PNG), ``html`` + ``page.js`` (the self-contained interactive
-page), ``tensorboard`` (event files), and gradreg.cli_view (the ``view`` and ``tensorboard``
-subcommands).
+page), ``tensorboard`` (event files), ``explorer`` (Google Model Explorer's graph JSON and
+node-data documents) with ``magnitudes`` (the size of the gradient at each op), and
+gradreg.cli_view (the ``view``, ``explorer`` and ``tensorboard`` subcommands).
 """
 from gradreg.errors import RenderError
 from gradreg.viz.fold import fold
