@@ -30,6 +30,7 @@ from gradreg.formats.model_kinds import is_saved_model_dir
 from gradreg.formats.saved_model import DEFAULT_TAGS
 from gradreg.formats.saved_model_loader import load_saved_model
 from gradreg.formats.signature_graph import SignatureGraph, signature_graph
+from gradreg.model.model_file import declared_name
 from gradreg.viz.explorer import OVERLAYS, explorer_graph, node_data
 from gradreg.viz.magnitudes import DISCONNECTED, FLOWS, NON_FINITE, ZERO, NodeGradient, gradient_magnitudes
 from gradreg.viz.sources import graph_to_draw
@@ -64,15 +65,16 @@ def cmd_explorer(args: argparse.Namespace) -> int:
     title = args.title or title
     document = explorer_graph(graph, graph_id=title, ys=drawn, plumbing=args.plumbing)
     shown = [node["id"] for node in document["graphs"][0]["nodes"]]
-    op_count = len(graph)
+    summary = document["graphs"][0]["groupNodeAttributes"][""]
     files: list[tuple[str, bytes]] = [(os.path.join(out_dir, GRAPH_FILE), _json(document))]
     found: dict[str, NodeGradient] = {}
     if gradient:
-        found = _saved_model_magnitudes(flat, args, shown) if flat is not None else \
+        found, ys = _saved_model_magnitudes(flat, args, shown) if flat is not None else \
             _graph_magnitudes(graph, args, shown)
-        files += [(os.path.join(out_dir, overlay_file(o)), _json(node_data(title, found, o))) for o in OVERLAYS]
+        of = "of " + ", ".join(ys)
+        files += [(os.path.join(out_dir, overlay_file(o)), _json(node_data(title, found, o, of))) for o in OVERLAYS]
     atomic_write_all(files)
-    print(f"wrote {files[0][0]} ({len(shown)} nodes of {op_count} ops)")
+    print(f"wrote {files[0][0]} ({summary['nodes']} nodes; {summary['ops']} ops)")
     if gradient:
         print(f"wrote {len(OVERLAYS)} gradient overlays ({_counts(found)})")
     print("open with: " + open_command([path for path, _ in files]))
@@ -115,7 +117,9 @@ def _default_ys(outputs: Sequence[Any], what: str) -> list[Any]:
     return ys
 
 
-def _graph_magnitudes(graph: Any, args: argparse.Namespace, shown: list[str]) -> dict[str, NodeGradient]:
+def _graph_magnitudes(graph: Any, args: argparse.Namespace, shown: list[str]) -> tuple[dict[str, NodeGradient],
+                                                                                        list[str]]:
+    """The magnitudes at the ``shown`` ops of a graph file, and the names of the ys."""
     ys = find_tensors(graph, args.ys, "--ys") if args.ys else _default_ys(default_outputs(graph), args.graph)
     if not args.ys:
         args = argparse.Namespace(**{**vars(args), "ys": ",".join(t.name for t in ys)})
@@ -123,8 +127,9 @@ def _graph_magnitudes(graph: Any, args: argparse.Namespace, shown: list[str]) ->
     stop = find_tensors(graph, args.stop, "--stop") if args.stop else None
     grad_ys = command_grad_ys(graph, ys, args)
     feeds = read_feeds(args.feed, graph)
-    return gradient_magnitudes(graph, ys, feeds, xs=xs, grad_ys=grad_ys, stop_gradients=stop, ops=shown,
-                               session=command_session(graph, args), custom_gradient=args.custom_gradient)
+    found = gradient_magnitudes(graph, ys, feeds, xs=xs, grad_ys=grad_ys, stop_gradients=stop, ops=shown,
+                                session=command_session(graph, args), custom_gradient=args.custom_gradient)
+    return found, [declared_name(graph, y) for y in ys]
 
 
 def _signature_graph(args: argparse.Namespace) -> SignatureGraph:
@@ -134,15 +139,15 @@ def _signature_graph(args: argparse.Namespace) -> SignatureGraph:
 
 
 def _saved_model_magnitudes(flat: SignatureGraph, args: argparse.Namespace,
-                            shown: list[str]) -> dict[str, NodeGradient]:
+                            shown: list[str]) -> tuple[dict[str, NodeGradient], list[str]]:
+    """The magnitudes at the ``shown`` ops of a signature's flat graph, and the names of the ys."""
     if args.stop:
         raise UsageError("--stop applies to graph files, not to SavedModel directories")
     y_names = names(args.ys) or [k for k, t in flat.outputs.items() if _differentiable(t)]
     if not y_names:
         raise UsageError(f"{args.graph} has no floating-point outputs to differentiate: name them with --ys")
     ys = [_part(flat.outputs, n, "output", flat) for n in y_names]
-    xs = [flat.inputs[n] if n in flat.inputs else _part(flat.variables, n, "input or variable", flat).op
-          for n in names(args.xs)] or None
+    xs = [_x_op(flat, n) for n in names(args.xs)] or None
     weights, tensors = parse_weights(args.grad_ys)
     if tensors:
         raise UsageError(f"--grad-ys {','.join(tensors)}: a SavedModel's ys are weighted by values, "
@@ -151,8 +156,18 @@ def _saved_model_magnitudes(flat: SignatureGraph, args: argparse.Namespace,
         grad_ys = weight_tensors(flat.graph, ys, [[n] for n in y_names], weights) if weights else None
     dtypes = {k: t.known_dtype.base_dtype.storage for k, t in flat.inputs.items() if _differentiable(t)}
     feeds = {_part(flat.inputs, k, "input", flat): v for k, v in read_feeds(args.feed, dtypes=dtypes).items()}
-    return gradient_magnitudes(flat.graph, ys, feeds, xs=xs, grad_ys=grad_ys, ops=shown,
-                               session=flat.session(args.backend), custom_gradient=args.custom_gradient)
+    found = gradient_magnitudes(flat.graph, ys, feeds, xs=xs, grad_ys=grad_ys, ops=shown,
+                                session=flat.session(args.backend), custom_gradient=args.custom_gradient)
+    return found, y_names
+
+
+def _x_op(flat: SignatureGraph, name: str) -> Any:
+    if name in flat.inputs:
+        return flat.inputs[name].op
+    if name in flat.variables:
+        return flat.variables[name].op
+    raise FetchError(f"--xs {name!r} is neither an input of signature '{flat.signature}' ({sorted(flat.inputs)}) "
+                     f"nor a variable it reads ({sorted(flat.variables)})")
 
 
 def _part(table: dict[str, Any], name: str, kind: str, flat: SignatureGraph) -> Any:

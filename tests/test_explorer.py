@@ -82,8 +82,11 @@ def test_graph_json_of_a_tensorflow_graph_has_its_ops_scopes_edges_and_shapes():
 
 def test_graph_json_lists_constants_in_the_ops_that_use_them():
     graph = gradreg.load_graph(str(TF_MODEL))
-    nodes = nodes_by_id(explorer_graph(graph, "model.pb"))
+    collection = explorer_graph(graph, "model.pb")
+    nodes = nodes_by_id(collection)
     hidden = {op.name for op in graph.get_operations()} - set(nodes)
+    assert collection["graphs"][0]["groupNodeAttributes"][""] == {
+        "ops": str(len(graph)), "nodes": str(len(nodes)), "listed in the ops using them": str(len(hidden))}
     assert {"dense/w", "dense/w_read", "dense/b", "head/w", "dead/sub/y"} <= hidden
     assert all(graph.get_operation(name).type in ("Const", "Identity") for name in hidden)
     matmul = nodes["dense/MatMul"]
@@ -123,6 +126,7 @@ def test_gradient_ops_carry_the_gradient_colour():
 
 def test_gradient_magnitudes_equal_tensorflows(tmp_path):
     found = run_explorer(tmp_path, TF_MODEL, "--ys", "loss/total", "--feed", str(TF_INPUTS), "--plumbing")
+    assert found["l2"]["name"] == "gradient L2 norm (of loss/total:0)"
     expected = np.load(TF_EXPECTED)
     measured = [key.split(":", 1)[1] for key in expected if key.startswith("l2:")]
     disconnected = set(expected["disconnected"].tolist())

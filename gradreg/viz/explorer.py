@@ -63,7 +63,8 @@ def explorer_graph(graph: Any, graph_id: str, label: str | None = None, *, ys: S
                    gradient_ops: Iterable[Any] | None = None) -> dict[str, Any]:
     """Model Explorer's graph JSON (a GraphCollection holding one graph, id ``graph_id``) of
     ``graph``: the ops ``gradreg view`` draws (``ys``/``xs`` keep those on paths from the xs
-    to the ys, as there), see the module docstring."""
+    to the ys, as there), see the module docstring. Its graph-level attributes (what Model
+    Explorer's side panel shows when no node is selected) count the ops and the nodes shown."""
     view = build_view(graph, ys=ys, xs=xs, gradient_ops=gradient_ops)
     shown = view if plumbing else hide_plumbing(view)
     ops = {op.name: op for op in graph.get_operations()}
@@ -85,7 +86,10 @@ def explorer_graph(graph: Any, graph_id: str, label: str | None = None, *, ys: S
         if node.kind == GRADIENT:
             entry["style"] = {"backgroundColor": COLOURS[GRADIENT]["fill"], "borderColor": COLOURS[GRADIENT]["line"]}
         nodes.append(entry)
-    return {"label": label or graph_id, "graphs": [{"id": graph_id, "nodes": nodes}]}
+    summary = {"ops": str(len(view.nodes)), "nodes": str(len(nodes)),
+               "listed in the ops using them": str(len(view.nodes) - len(shown.nodes))}
+    return {"label": label or graph_id,
+            "graphs": [{"id": graph_id, "nodes": nodes, "groupNodeAttributes": {"": summary}}]}
 
 
 def namespace(view: View, node_id: str, shown: View | None = None) -> str:
