@@ -21,7 +21,7 @@ import pytest
 import gradreg
 from gradreg.cli import main
 from gradreg.viz.explorer import explorer_graph, node_data
-from gradreg.viz.magnitudes import DISCONNECTED, FLOWS, ZERO, NodeGradient, summarize
+from gradreg.viz.magnitudes import DISCONNECTED, FLOWS, ZERO, NodeGradient, gradient_magnitudes, summarize
 
 DATA = pathlib.Path(__file__).parent / "data"
 TF_MODEL = DATA / "explorer" / "model.pb"
@@ -189,9 +189,29 @@ def test_gradient_magnitudes_of_a_saved_model_equal_tensorflows(tmp_path):
 
 def test_summarize_tells_missing_from_zero_and_from_non_finite():
     assert summarize([]) == NodeGradient(DISCONNECTED)
-    assert summarize([np.zeros(3)]) == NodeGradient(ZERO, 0.0, 0.0)
-    assert summarize([np.array([3.0]), np.array([[-4.0]])]) == NodeGradient(FLOWS, 5.0, 4.0)
-    assert summarize([np.array([1.0, np.nan])]).status == "non-finite"
+    assert summarize([(0.0, 0.0)]) == NodeGradient(ZERO, 0.0, 0.0)
+    assert summarize([(9.0, 3.0), (16.0, 4.0)]) == NodeGradient(FLOWS, 5.0, 4.0)
+    assert summarize([(np.nan, np.nan)]).status == "non-finite"
+    assert summarize([(1.0, 1.0), (np.inf, np.inf)]).status == "non-finite"
+
+
+def test_magnitudes_of_complex_empty_and_non_finite_gradients():
+    graph = gradreg.Graph()
+    with graph.as_default():
+        x = gradreg.placeholder(gradreg.float32, [None], name="x")
+        z = gradreg.complex(x, 2.0 * x, name="z")                  # complex: |g| is the modulus
+        empty = gradreg.slice(x, [0], [0], name="empty")           # no elements: max |g| is 0
+        logged = gradreg.log(x, name="logged")                     # 1/x at x = 0: an infinity
+        loss = gradreg.add_n([gradreg.reduce_sum(gradreg.abs(z) ** 2), gradreg.reduce_sum(empty),
+                              gradreg.reduce_sum(logged)], name="loss")
+    found = gradient_magnitudes(graph, [loss], {"x:0": np.array([0.0, 1.0], np.float32)})
+    with graph.as_default():
+        (dz,) = gradreg.gradients([loss], [z])
+    expected = gradreg.Session(graph).run(dz, {"x:0": np.array([0.0, 1.0], np.float32)})
+    assert found["z"].l2 == pytest.approx(float(np.linalg.norm(expected)), rel=1e-6)
+    assert found["z"].max_abs == pytest.approx(float(np.abs(expected).max()), rel=1e-6)
+    assert found["empty"] == NodeGradient(ZERO, 0.0, 0.0)
+    assert found["x"].status == "non-finite"
 
 
 def test_node_data_keeps_disconnected_ops_out_of_the_numbers():

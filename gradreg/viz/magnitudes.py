@@ -6,7 +6,8 @@
 For every op on a data path into the ys (and, given xs, out of the xs), the gradient of
 ``sum(ys * grad_ys)`` with respect to each of its floating-point outputs (a variable op: with
 respect to the variable) is computed with gradreg.gradients in one backward pass and
-evaluated with the feeds; the op's L2 norm is that of all its outputs' gradients together,
+evaluated with the feeds (reduced in the graph to a sum of squares and a max, in float64);
+the op's L2 norm is that of all its outputs' gradients together,
 its max-abs their largest element. An op none of whose outputs a gradient reaches (integer
 outputs such as Shape's, a path cut by StopGradient or by an op without a gradient) is
 ``disconnected``, with no magnitude: a missing gradient is never reported as a zero one. Ops
@@ -19,9 +20,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from gradreg.autodiff.gradients import as_dense_gradients, gradients
+from gradreg.build.builders import apply_op, constant
+from gradreg.model import dtypes
 from gradreg.runtime.session import Session
 from gradreg.training.variables import VARIABLE_OP_TYPES, find_variables
 
@@ -83,7 +84,8 @@ def gradient_magnitudes(graph: Any, ys: Sequence[Any], feeds: Mapping[Any, Any] 
     see the module docstring. ``xs`` (Tensors or Operations) keep only the ops on paths out of
     them; ``ops`` (names) only these ops (the nodes a picture shows); ``grad_ys`` weights the
     ys (default: ones), ``stop_gradients`` are treated as constants. The backward ops are added
-    to ``graph`` under the scope ``explorer_gradients`` and run in ``session`` (default: a new
+    to ``graph`` under the scope ``explorer_gradients`` (the reductions to two scalars per
+    gradient under ``explorer_gradients_measures``) and run in ``session`` (default: a new
     Session on ``graph``) with ``feeds``."""
     wanted = None if ops is None else set(ops)
     on_path = [op for op in path_ops(ys, xs) if wanted is None or op.name in wanted]
@@ -93,10 +95,13 @@ def gradient_magnitudes(graph: Any, ys: Sequence[Any], feeds: Mapping[Any, Any] 
     flat = [t for op in on_path for t in targets[op]]
     with graph.as_default():
         grads = as_dense_gradients(gradients(list(ys), flat, grad_ys=grad_ys, name=SCOPE,
-                                             stop_gradients=stop_gradients, custom_gradient=custom_gradient))
-    present = [g for g in grads if g is not None]
-    values = (session or Session(graph)).run(present, dict(feeds or {})) if present else []
-    value_of = dict(zip([id(g) for g in present], values))
+                                             stop_gradients=stop_gradients, custom_gradient=custom_gradient)) \
+            if flat else []
+        with graph.name_scope(SCOPE + "_measures"):
+            measures = {id(g): _measures(g) for g in grads if g is not None}
+    fetches = list(measures.values())
+    values = (session or Session(graph)).run(fetches, dict(feeds or {})) if fetches else []
+    value_of = {key: values[i] for i, key in enumerate(measures)}
     out: dict[str, NodeGradient] = {}
     position = 0
     for op in on_path:
@@ -107,22 +112,29 @@ def gradient_magnitudes(graph: Any, ys: Sequence[Any], feeds: Mapping[Any, Any] 
     return out
 
 
-def summarize(values: Sequence[Any]) -> NodeGradient:
-    """The NodeGradient of the gradient values of one op's outputs (none: disconnected)."""
-    if not values:
+def _measures(gradient: Any) -> tuple[Any, Any]:
+    """(sum of squares, max |g|) of a gradient as float64 scalars computed in the graph, so
+    that only two numbers per tensor leave the backend (a gradient's memory is freed as the
+    plan runs). The max is taken with a 0 appended: an empty gradient has max 0."""
+    flat = apply_op("Reshape", gradient, constant([-1], dtypes.int32))
+    magnitude = apply_op("ComplexAbs" if gradient.dtype.is_complex else "Abs", flat)
+    wide = apply_op("Cast", magnitude, DstT=dtypes.float64)
+    axis = constant(0, dtypes.int32)
+    squares = apply_op("Sum", apply_op("Square", wide), axis)
+    padded = apply_op("ConcatV2", [wide, constant([0.0], dtypes.float64)], axis)
+    return squares, apply_op("Max", padded, axis)
+
+
+def summarize(measures: Sequence[tuple[Any, Any]]) -> NodeGradient:
+    """The NodeGradient of one op from (sum of squares, max |g|) of its outputs' gradients
+    (none: disconnected)."""
+    if not measures:
         return NodeGradient(DISCONNECTED)
-    squares = 0.0
-    largest = 0.0
-    for value in values:
-        magnitude = np.abs(np.asarray(value)).astype(np.float64, copy=False)
-        if magnitude.size == 0:
-            continue
-        if not np.all(np.isfinite(magnitude)):
-            return NodeGradient(NON_FINITE)
-        squares += float(np.sum(magnitude * magnitude))
-        largest = max(largest, float(magnitude.max()))
-    l2 = math.sqrt(squares)
-    return NodeGradient(ZERO if largest == 0 else FLOWS, l2, largest)
+    squares = sum(float(s) for s, _ in measures)
+    largest = max(float(m) for _, m in measures)
+    if not (math.isfinite(squares) and math.isfinite(largest)):
+        return NodeGradient(NON_FINITE)
+    return NodeGradient(ZERO if largest == 0 else FLOWS, math.sqrt(squares), largest)
 
 
 __all__ = ["DISCONNECTED", "FLOWS", "NON_FINITE", "ZERO", "NodeGradient", "gradient_magnitudes", "path_ops",
