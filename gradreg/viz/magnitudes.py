@@ -98,7 +98,8 @@ def gradient_magnitudes(graph: Any, ys: Sequence[Any], feeds: Mapping[Any, Any] 
                                              stop_gradients=stop_gradients, custom_gradient=custom_gradient)) \
             if flat else []
         with graph.name_scope(SCOPE + "_measures"):
-            measures = {id(g): _measures(g) for g in grads if g is not None}
+            shared = _Constants()
+            measures = {id(g): _measures(g, shared) for g in grads if g is not None}
     fetches = list(measures.values())
     values = (session or Session(graph)).run(fetches, dict(feeds or {})) if fetches else []
     value_of = {key: values[i] for i, key in enumerate(measures)}
@@ -112,17 +113,27 @@ def gradient_magnitudes(graph: Any, ys: Sequence[Any], feeds: Mapping[Any, Any] 
     return out
 
 
-def _measures(gradient: Any) -> tuple[Any, Any]:
+class _Constants:
+    """The constants every gradient's reductions share: built once."""
+
+    def __init__(self) -> None:
+        self.flat = constant([-1], dtypes.int32, name="flat")
+        self.axis = constant(0, dtypes.int32, name="axis")
+        self.zero = constant([0.0], dtypes.float64, name="zero")
+
+
+def _measures(gradient: Any, shared: _Constants) -> tuple[Any, Any]:
     """(sum of squares, max |g|) of a gradient as float64 scalars computed in the graph, so
     that only two numbers per tensor leave the backend (a gradient's memory is freed as the
-    plan runs). The max is taken with a 0 appended: an empty gradient has max 0."""
-    flat = apply_op("Reshape", gradient, constant([-1], dtypes.int32))
+    plan runs). Where the gradient may be empty, the max is taken with a 0 appended."""
+    flat = apply_op("Reshape", gradient, shared.flat)
     magnitude = apply_op("ComplexAbs" if gradient.dtype.is_complex else "Abs", flat)
     wide = apply_op("Cast", magnitude, DstT=dtypes.float64)
-    axis = constant(0, dtypes.int32)
-    squares = apply_op("Sum", apply_op("Square", wide), axis)
-    padded = apply_op("ConcatV2", [wide, constant([0.0], dtypes.float64)], axis)
-    return squares, apply_op("Max", padded, axis)
+    squares = apply_op("Sum", apply_op("Square", wide), shared.axis)
+    elements = gradient.shape.num_elements() if gradient.shape.is_fully_defined() else None
+    if not elements:
+        wide = apply_op("ConcatV2", [wide, shared.zero], shared.axis)
+    return squares, apply_op("Max", wide, shared.axis)
 
 
 def summarize(measures: Sequence[tuple[Any, Any]]) -> NodeGradient:
