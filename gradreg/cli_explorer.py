@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shlex
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,7 +53,7 @@ def cmd_explorer(args: argparse.Namespace) -> int:
         graph_only(args, "signature", "tags")
     elif args.checkpoint:
         raise UsageError("--checkpoint applies to graph files: a SavedModel restores its own variables/")
-    out_dir = _output_directory(args.output)
+    out_dir = _output_directory(args.output)       # checked first, made when the files are ready
     gradient = wants_gradients(args)
     if saved_model and gradient:
         flat = _signature_graph(args)
@@ -73,7 +74,13 @@ def cmd_explorer(args: argparse.Namespace) -> int:
             _graph_magnitudes(graph, args, shown)
         of = "of " + ", ".join(ys)
         files += [(os.path.join(out_dir, overlay_file(o)), _json(node_data(title, found, o, of))) for o in OVERLAYS]
+    os.makedirs(out_dir, exist_ok=True)
     atomic_write_all(files)
+    stale = [overlay_file(o) for o in OVERLAYS if not gradient and os.path.exists(os.path.join(out_dir,
+                                                                                              overlay_file(o)))]
+    if stale:
+        print(f"gradreg explorer: note: {', '.join(stale)} in {out_dir} are from an earlier run, not this graph's",
+              file=sys.stderr)
     print(f"wrote {files[0][0]} ({summary['nodes']} nodes; {summary['ops']} ops)")
     if gradient:
         print(f"wrote {len(OVERLAYS)} gradient overlays ({_counts(found)})")
@@ -92,7 +99,6 @@ def open_command(paths: Sequence[str]) -> str:
 def _output_directory(path: str) -> str:
     if os.path.exists(path) and not os.path.isdir(path):
         raise UsageError(f"-o {path}: not a directory (the graph and its overlays are several files)")
-    os.makedirs(path, exist_ok=True)
     return path
 
 

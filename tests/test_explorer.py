@@ -254,6 +254,15 @@ def test_errors_are_one_line_with_the_exit_code(tmp_path, capsys, flags, code, m
     assert not (tmp_path / "out" / "gradient_l2.json").exists()
 
 
+def test_a_failed_run_leaves_no_directory_and_a_graph_only_run_flags_old_overlays(tmp_path, capsys):
+    assert main(["explorer", str(TF_MODEL), "-o", str(tmp_path / "out"), "--ys", "nope"]) == 1
+    assert not (tmp_path / "out").exists()
+    run_explorer(tmp_path, TF_MODEL, "--feed", str(TF_INPUTS))
+    capsys.readouterr()
+    run_explorer(tmp_path, TF_MODEL)
+    assert "gradient_l2.json, gradient_max_abs.json" in capsys.readouterr().err
+
+
 def test_an_output_that_is_a_file_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "taken").write_text("")
     with pytest.raises(SystemExit) as exit_info:
