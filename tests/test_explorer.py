@@ -112,6 +112,19 @@ def test_graph_json_of_an_onnx_model_draws_initializers_inside_their_consumers()
     assert {op.name for op in compute} - set(nodes) == set()
 
 
+def test_function_bodies_are_layers_inside_their_call():
+    graph = gradreg.load_graph(str(DATA / "tf_models" / "lstm" / "forward.pb"))
+    nodes = nodes_by_id(explorer_graph(graph, "lstm"))
+    (loop,) = [op for op in graph.get_operations() if op.type == "While"]
+    body = loop.get_attr("body").name
+    # the loop op sits in a call layer named after it, which holds a layer per function it runs
+    inside = [n for n in nodes.values() if n["namespace"].startswith(f"{loop.name}/while/\u0192 {body}")]
+    assert inside and all(n["id"] not in graph for n in inside)
+    assert {n["label"] for n in inside} >= {"_Arg", "_Retval", "MatMul"}
+    for node in nodes.values():             # every edge joins two nodes of the graph JSON
+        assert all(edge["sourceNodeId"] in nodes for edge in node["incomingEdges"]), node["id"]
+
+
 def test_gradient_ops_carry_the_gradient_colour():
     graph = gradreg.load_graph(str(TF_MODEL))
     with graph.as_default():

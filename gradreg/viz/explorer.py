@@ -72,7 +72,7 @@ def explorer_graph(graph: Any, graph_id: str, label: str | None = None, *, ys: S
     nodes = []
     for node_id in _node_order(view, shown):
         node = view.nodes[node_id]
-        op = ops.get(node_id) if node.box == "" or not _in_function(view, node.box) else None
+        op = ops.get(node_id)       # None for a node of a function body (its id holds a ':')
         entry: dict[str, Any] = {
             "id": node_id,
             "label": _label(node.op_type),
@@ -122,15 +122,6 @@ def _alone_in_own_scope(view: View, shown: View, node_id: str, box_id: str) -> b
 def _node_order(view: View, shown: View) -> list[str]:
     """The shown nodes in the order of the graph (the view's insertion order)."""
     return [node_id for node_id in view.nodes if node_id in shown.nodes]
-
-
-def _in_function(view: View, box_id: str) -> bool:
-    while box_id:
-        box = view.boxes[box_id]
-        if box.kind == "function":
-            return True
-        box_id = box.parent or ""
-    return False
 
 
 def _label(op_type: str) -> str:
