@@ -149,71 +149,73 @@ def read_table(nodes: list[bytes]) -> NodeTable | None:
     not laid out as protobuf writes NodeDefs -- a tag of more than one byte, a field other than
     length-delimited, a size past the node's end, not exactly one name and one op, text that is
     not UTF-8 or holds a line break -- for the caller to read the graph the long way, which
-    says what is wrong."""
+    says what is wrong. What the attrs hold is not looked at."""
     n = len(nodes)
-    lengths = np.fromiter(map(len, nodes), np.int64, n)
-    ends = np.cumsum(lengths)
     # One byte more at the end: the line break after the last field's text (see _strings).
-    buf = np.frombuffer(b"".join(nodes) + b"\n", np.uint8)
-    passes = _scan_fields(buf, ends - lengths, ends)
-    if passes is None:
+    buf = np.frombuffer(b"".join([*nodes, b"\n"]), np.uint8)
+    position = np.int32 if buf.size < 2**31 - 1 else np.int64
+    lengths = np.fromiter(map(len, nodes), position, n)
+    ends = np.cumsum(lengths, dtype=position)
+    found = _scan_fields(buf, ends - lengths, ends)
+    if found is None:
         return None
-    if not passes:
-        return NodeTable([], [], [], np.zeros(1, np.int64))
-    node_of = np.concatenate([p[0] for p in passes])
-    tag_of = np.concatenate([p[1] for p in passes])
-    start_of = np.concatenate([p[2] for p in passes])
-    stop_of = np.concatenate([p[3] for p in passes])
-    del passes
-    # In the buffer, the nodes come one after the other and each node's fields in order: the
-    # fields of one kind, taken in the buffer's order, are in node order.
-    order = np.argsort(start_of, kind="stable")
-    node_of, tag_of, start_of, stop_of = node_of[order], tag_of[order], start_of[order], stop_of[order]
-    texts = {}
+    texts: dict[int, list[str]] = {}
     for tag in (_NAME, _OP, _INPUT):
-        chosen = tag_of == tag
-        if tag != _INPUT and not np.array_equal(np.bincount(node_of[chosen], minlength=n), np.ones(n, np.int64)):
-            return None        # no name or op, or several (protobuf would keep the last)
-        found = _strings(buf, start_of[chosen], stop_of[chosen])
-        if found is None:
-            return None
-        texts[tag] = found
-        if tag == _INPUT:
+        node, start, stop = (np.concatenate(parts) if parts else np.zeros(0, position) for parts in found[tag])
+        if tag != _INPUT:
+            if not np.array_equal(np.bincount(node, minlength=n), np.ones(n, np.int64)):
+                return None        # no name or op, or several (protobuf would keep the last)
+            order = np.empty(n, np.int64)
+            order[node] = np.arange(n)
+        else:
+            # the nodes' inputs in order: nodes and their fields lie in the buffer in order
+            order = np.argsort(start, kind="stable")
             input_start = np.zeros(n + 1, np.int64)
-            np.cumsum(np.bincount(node_of[chosen], minlength=n), out=input_start[1:])
+            np.cumsum(np.bincount(node, minlength=n), out=input_start[1:])
+        text = _strings(buf, start[order], stop[order])
+        if text is None:
+            return None
+        texts[tag] = text
     return NodeTable(texts[_NAME], texts[_OP], texts[_INPUT], input_start)
 
 
-def _scan_fields(buf: Any, cursor: Any, end: Any) -> list[tuple[Any, Any, Any, Any]] | None:
-    """The fields of the nodes at ``buf[cursor[i]:end[i]]``, one pass over all nodes per field:
-    per pass, the node numbers, tags and payloads' starts and stops. None for a field that is
-    not one-byte tagged and length-delimited, or runs past its node."""
-    node = np.arange(cursor.size, dtype=np.int64)
-    passes: list[tuple[Any, Any, Any, Any]] = []
+def _scan_fields(buf: Any, cursor: Any, end: Any) -> dict[int, tuple[list[Any], list[Any], list[Any]]] | None:
+    """The name, op and input fields of the nodes at ``buf[cursor[i]:end[i]]``, read one pass
+    over all nodes per field: per tag, the node numbers and the payloads' starts and stops, a
+    list of arrays each (one per pass). None for a field that is not one-byte tagged and
+    length-delimited, or runs past its node."""
+    node = np.arange(cursor.size, dtype=cursor.dtype)
+    found: dict[int, tuple[list[Any], list[Any], list[Any]]] = {tag: ([], [], []) for tag in (_NAME, _OP, _INPUT)}
     for _ in range(_MAX_SCANNED_FIELDS):
         live = cursor < end
         if not live.all():
             node, cursor, end = node[live], cursor[live], end[live]
         if not node.size:
-            return passes
+            return found
         if (cursor + 1 >= end).any():
             return None
         tag = buf[cursor]
-        if ((tag & 0x87) != _WIRE_LENGTH_DELIMITED).any():    # a one-byte tag, length-delimited
-            return None
-        size = buf[cursor + 1].astype(np.int64)
+        if ((tag & 0x87) != _WIRE_LENGTH_DELIMITED).any() or (tag < 8).any():
+            return None        # not a one-byte tag of a length-delimited field numbered 1-15
+        size = buf[cursor + 1].astype(cursor.dtype)
         start = cursor + 2
         for k in np.flatnonzero(size >= 0x80).tolist():      # a size of more than one byte: rare
             value, after = _varint_within(buf, int(cursor[k]) + 1, int(end[k]))
-            if after < 0:
+            if after < 0 or value >= 2**31 - 1:
                 return None
             size[k], start[k] = value, after
         stop = start + size
-        if (stop > end).any():
+        if (stop > end).any() or (stop < start).any():
             return None
-        passes.append((node, tag, start, stop))
+        for kind, (nodes, starts, stops) in found.items():
+            chosen = tag == kind
+            if chosen.any():
+                nodes.append(node[chosen])
+                starts.append(start[chosen])
+                stops.append(stop[chosen])
         cursor = stop
     return None
+
 
 def _varint_within(buf: Any, at: int, end: int) -> tuple[int, int]:
     """The varint at ``buf[at]`` (at most 5 bytes, before ``end``) and the position after it;
@@ -231,8 +233,8 @@ def _varint_within(buf: Any, at: int, end: int) -> tuple[int, int]:
 
 def _strings(buf: Any, starts: Any, stops: Any) -> list[str] | None:
     """The UTF-8 texts ``buf[starts[i]:stops[i]]`` (in the buffer's order, not overlapping),
-    decoded at once: the bytes of all of them, each with the byte after it turned into a line
-    break, are picked out with one mask, decoded and split. None if one is not UTF-8 or holds a
+    decoded at once: the bytes of all of them, each with the byte after it, are picked out with
+    one mask, that byte turned into a line break, decoded and split. None if one is not UTF-8 or holds a
     line break itself."""
     count = starts.size
     if not count:
@@ -245,11 +247,10 @@ def _strings(buf: Any, starts: Any, stops: Any) -> list[str] | None:
     runs[-1] = buf.size - stops[-1] - 1
     flags = np.zeros(2 * count + 1, bool)
     flags[1::2] = True
-    picked = np.repeat(flags, runs)
-    marked = buf.copy()
-    marked[stops] = 0x0A
+    picked = buf[np.repeat(flags, runs)]
+    picked[np.cumsum(runs[1::2]) - 1] = 0x0A
     try:
-        text: str = marked[picked].tobytes().decode("utf-8")
+        text: str = picked.tobytes().decode("utf-8")
     except UnicodeDecodeError:
         return None
     parts = text.split("\n")
