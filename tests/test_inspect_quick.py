@@ -224,3 +224,13 @@ def test_a_split_of_the_chain_matches_the_nodes():
     table = read_table(nodes)
     assert table.names == ["x"] + [f"n{i}" for i in range(1, 30)]
     assert table.inputs[:4] == ["x", "n1", "n1", "n2"]
+
+
+def test_a_node_with_more_fields_than_the_passes_is_left_to_the_full_load(monkeypatch):
+    from gradreg.model import node_bytes
+
+    monkeypatch.setattr(node_bytes, "_MAX_SCANNED_FIELDS", 5)
+    node = node_def_pb2.NodeDef(name="s", op="AddN", input=[f"x{i}" for i in range(4)])
+    assert read_table([node.SerializeToString()]) is None        # 6 fields
+    node = node_def_pb2.NodeDef(name="s", op="AddN", input=[f"x{i}" for i in range(3)])
+    assert read_table([node.SerializeToString()]).inputs == ["x0", "x1", "x2"]

@@ -141,7 +141,7 @@ class NodeTable:
 
 
 _WIRE_LENGTH_DELIMITED = 2
-_MAX_SCANNED_FIELDS = 1 << 20     # fields of one node: a loop bound, far above any real node's
+_MAX_SCANNED_FIELDS = 10_000   # fields of one node read in passes; a node with more is read the long way
 
 
 def read_table(nodes: list[bytes]) -> NodeTable | None:
