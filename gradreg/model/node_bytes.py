@@ -186,7 +186,7 @@ def _scan_fields(buf: Any, cursor: Any, end: Any) -> dict[int, tuple[list[Any], 
     length-delimited, or runs past its node."""
     node = np.arange(cursor.size, dtype=cursor.dtype)
     found: dict[int, tuple[list[Any], list[Any], list[Any]]] = {tag: ([], [], []) for tag in (_NAME, _OP, _INPUT)}
-    for _ in range(_MAX_SCANNED_FIELDS):
+    for _ in range(_MAX_SCANNED_FIELDS + 1):      # the last pass finds no field left
         live = cursor < end
         if not live.all():
             node, cursor, end = node[live], cursor[live], end[live]
