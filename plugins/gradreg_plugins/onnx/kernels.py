@@ -65,9 +65,73 @@ def _fallback(op, ctx):
     return _reference_kernels(op).reference_kernel(op, ctx)
 
 
+# Filters that are equal bit for bit: an output channel whose filter (and bias) repeats an earlier
+# one's is that channel's copy in exact arithmetic, and the kernel keeps it so. BLAS does not: OpenBLAS's
+# sgemm sums some columns of a product in another order than others (its micro-kernel's lanes and
+# edges), so such channels come out an ulp apart, which a Softmax over logits near 1e10 (onnx's light
+# SqueezeNet, every filter 0.02) turns into 1/304 where every other runtime gives 1/1000. The kernel
+# multiplies each distinct filter once instead. Finding them costs one sort of the filters' first
+# column when no two filters start alike (the usual case: a few us); otherwise sums of the rows'
+# first 64 entries, then of whole rows, narrow the rows that might repeat (pruned filters share
+# their zeros), and only those are compared whole.
+_HEAD_COLUMNS = 64
+_UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_HASH_STEP = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _repeated(keys: np.ndarray) -> np.ndarray:
+    """Which entries of ``keys`` another entry equals."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    same = ordered[1:] == ordered[:-1]
+    mask = np.zeros(keys.shape, dtype=bool)
+    mask[order[1:][same]] = True
+    mask[order[:-1][same]] = True
+    return mask
+
+
+def _leaders(rows: np.ndarray) -> np.ndarray:
+    """For each of ``rows`` (unsigned bit patterns), the position of the first row equal to it."""
+    weights = np.arange(1, rows.shape[1] + 1, dtype=np.uint64) * _HASH_STEP
+    hashes = rows.astype(np.uint64) @ weights                  # equal rows hash alike (mod 2**64)
+    leaders = np.arange(len(rows))
+    pending = np.argsort(hashes, kind="stable")
+    while pending.size:
+        hashed = hashes[pending]
+        starts = np.flatnonzero(np.r_[True, hashed[1:] != hashed[:-1]])
+        first = np.repeat(pending[starts], np.diff(np.r_[starts, pending.size]))
+        equal = (rows[pending] == rows[first]).all(axis=1)     # a hash's word, checked
+        leaders[pending[equal]] = first[equal]
+        pending = pending[~equal]
+    return leaders
+
+
+def distinct_filters(filters: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(distinct, index)`` with ``distinct[index]`` equal to the rows of ``filters`` (M, K) bit
+    for bit and ``distinct`` holding each row once, or None when no two rows are equal."""
+    m, k = filters.shape
+    if m < 2 or k == 0:
+        return None
+    bits = filters.view(_UNSIGNED[filters.dtype.itemsize])
+    first = np.sort(bits[:, 0])
+    if not (first[1:] == first[:-1]).any():
+        return None
+    candidates = np.arange(m)
+    for width in (_HEAD_COLUMNS, k):                           # the rows' heads, then whole rows
+        sums = bits[candidates, :width].astype(np.uint64).sum(axis=1)
+        candidates = candidates[_repeated(sums)]
+        if candidates.size == 0:
+            return None
+    index = np.arange(m)
+    index[candidates] = candidates[_leaders(bits[candidates])]
+    firsts, inverse = np.unique(index, return_inverse=True)
+    return (filters[firsts], inverse) if firsts.size < m else None
+
+
 @kernel("onnx::Conv")
 def _conv(op, ctx):
-    """im2col: each output position's window (all input channels of its group) times the filter."""
+    """im2col: each output position's window (all input channels of its group) times the filter;
+    with one group, a filter repeated bit for bit is multiplied once (its channels come out equal)."""
     group = int(op.get_attr("group"))
 
     def compute(x, w, *bias):
@@ -85,7 +149,11 @@ def _conv(op, ctx):
         cols = cols.transpose((0, 1) + spatial_axes + (2,) + kernel_axes)
         cols = cols.reshape(n, group, int(np.prod(g.out, dtype=np.int64)), -1)
         filters = w.reshape(group, m // group, -1)
-        out = np.matmul(cols, filters.transpose(0, 2, 1))        # (N, G, positions, M/G)
+        distinct = distinct_filters(filters[0]) if group == 1 else None
+        if distinct is None:
+            out = np.matmul(cols, filters.transpose(0, 2, 1))    # (N, G, positions, M/G)
+        else:
+            out = np.matmul(cols, distinct[0].T)[..., distinct[1]]
         out = out.transpose(0, 1, 3, 2).reshape((n, m) + g.out)
         if bias:
             out = out + bias[0].reshape((m,) + (1,) * n_spatial)

@@ -1,0 +1,121 @@
+"""What the onnx::Conv kernel's screen for repeated filters costs, at ResNet-50 and MobileNetV2
+layer sizes (batch 1, float32, random filters: no two equal, as in a trained model).
+
+    python bench/onnx_conv.py [--repeats 41] [--batch 1] [--clock wall|cpu]
+    OPENBLAS_NUM_THREADS=1 python bench/onnx_conv.py --clock cpu     # the steadiest on a busy machine
+
+Per layer, a one-node Conv model runs in a Session, round-robin with the same Session whose kernel
+skips the screen (``distinct_filters`` replaced by one returning None: the kernel as it was before
+the screen). ``--clock cpu`` times the process's CPU time (with one BLAS thread, what the run
+itself cost, whatever else the machine runs). Printed: each one's median ms per run (with the
+10th-90th percentile), the median of the per-round ratios screened/unscreened (with its
+10th-90th percentile), and the screen alone (``distinct_filters`` on the layer's filter matrix,
+median us, and as a share of the unscreened run). No target: the screen should be lost in the
+run-to-run spread.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+import gradreg as gr
+from gradreg_plugins.onnx import kernels
+from gradreg_plugins.onnx.format import load_onnx
+
+# name: (input channels, spatial size, output channels, kernel, stride, group)
+LAYERS = {
+    "resnet conv1 7x7/2 3->64 @224": (3, 224, 64, 7, 2, 1),
+    "resnet 1x1 64->64 @56": (64, 56, 64, 1, 1, 1),
+    "resnet 3x3 64->64 @56": (64, 56, 64, 3, 1, 1),
+    "resnet 1x1 64->256 @56": (64, 56, 256, 1, 1, 1),
+    "resnet 3x3 256->256 @14": (256, 14, 256, 3, 1, 1),
+    "resnet 3x3 512->512 @7": (512, 7, 512, 3, 1, 1),
+    "resnet 1x1 512->2048 @7": (512, 7, 2048, 1, 1, 1),
+    "resnet 1x1 2048->512 @7": (2048, 7, 512, 1, 1, 1),
+    "mobilenet 3x3/2 3->32 @224": (3, 224, 32, 3, 2, 1),
+    "mobilenet 1x1 32->16 @112": (32, 112, 16, 1, 1, 1),
+    "mobilenet 1x1 96->24 @56": (96, 56, 24, 1, 1, 1),
+    "mobilenet dw 3x3 144 @56": (144, 56, 144, 3, 1, 144),
+    "mobilenet 1x1 960->160 @7": (960, 7, 160, 1, 1, 1),
+    "mobilenet 1x1 320->1280 @7": (320, 7, 1280, 1, 1, 1),
+    "squeeze-excite 1x1 576->144 @1": (576, 1, 144, 1, 1, 1),
+    "squeezenet conv10 1x1 512->1000 @13": (512, 13, 1000, 1, 1, 1),
+}
+
+
+def conv_session(c: int, size: int, m: int, k: int, stride: int, group: int, batch: int):
+    rng = np.random.default_rng(0)
+    w = rng.normal(scale=0.05, size=(m, c // group, k, k)).astype(np.float32)
+    b = rng.normal(size=m).astype(np.float32)
+    out = (size + 2 * (k // 2) - k) // stride + 1
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[stride, stride], group=group,
+                            pads=[k // 2] * 4)
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                              [batch, c, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, m, out, out])],
+                              initializer=[onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    g = load_onnx(model)
+    x = rng.normal(size=(batch, c, size, size)).astype(np.float32)
+    session = gr.Session(g)
+    return (lambda: session.run(["y"], {"x": x})), w.reshape(m, -1) if group == 1 else None
+
+
+def percentiles(values: list[float]) -> tuple[float, float]:
+    q = statistics.quantiles(values, n=10)
+    return q[0], q[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=41)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    args = parser.parse_args()
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    screen = kernels.distinct_filters
+
+    def unscreened(filters):
+        return None
+
+    print(f"{'layer':38s} {'screened ms (p10-p90)':>24s} {'unscreened ms (p10-p90)':>24s} "
+          f"{'ratio (p10-p90)':>20s} {'screen us, share':>16s}")
+    for name, spec in LAYERS.items():
+        run, filters = conv_session(*spec, batch=args.batch)
+        times: dict[str, list[float]] = {"screened": [], "unscreened": []}
+        for _ in range(3):
+            run()
+        for _ in range(args.repeats):
+            for label, fn in (("screened", screen), ("unscreened", unscreened)):
+                kernels.distinct_filters = fn
+                start = clock()
+                run()
+                times[label].append(clock() - start)
+        kernels.distinct_filters = screen
+        ratios = [a / b for a, b in zip(times["screened"], times["unscreened"])]
+        if filters is not None:
+            screen_times = []
+            for _ in range(51):
+                start = time.perf_counter()
+                assert screen(filters) is None
+                screen_times.append(time.perf_counter() - start)
+            share = statistics.median(screen_times) / statistics.median(times["unscreened"])
+            screen_us = f"{statistics.median(screen_times) * 1e6:9.1f} {share:6.2%}"
+        else:
+            screen_us = f"{'(groups)':>9s}"
+        cells = []
+        for label in ("screened", "unscreened"):
+            lo, hi = percentiles(times[label])
+            cells.append(f"{statistics.median(times[label]) * 1e3:8.3f} ({lo * 1e3:.3f}-{hi * 1e3:.3f})")
+        lo, hi = percentiles(ratios)
+        print(f"{name:38s} {cells[0]:>24s} {cells[1]:>24s} {statistics.median(ratios):8.3f} ({lo:.3f}-{hi:.3f}) "
+              f"{screen_us}")
+
+
+if __name__ == "__main__":
+    main()
