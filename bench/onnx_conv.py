@@ -1,13 +1,16 @@
 """What the onnx::Conv kernel's screen for repeated filters costs, at ResNet-50 and MobileNetV2
 layer sizes (batch 1, float32, random filters: no two equal, as in a trained model).
 
-    python bench/onnx_conv.py [--repeats 41] [--batch 1] [--clock wall|cpu]
+    python bench/onnx_conv.py [--repeats 41] [--batch 1] [--clock wall|cpu] [--models]
     OPENBLAS_NUM_THREADS=1 python bench/onnx_conv.py --clock cpu     # the steadiest on a busy machine
 
 Per layer, a one-node Conv model runs in a Session, round-robin with the same Session whose kernel
 skips the screen (``distinct_filters`` replaced by one returning None: the kernel as it was before
-the screen). ``--clock cpu`` times the process's CPU time (with one BLAS thread, what the run
-itself cost, whatever else the machine runs). Printed: each one's median ms per run (with the
+the screen), the two taking turns at going first. ``--models`` does the same for whole models: the
+PyTorch-exported ResNet and MobileNetV2 of tests/data/onnx_models (trained-like random weights) and
+onnx's light ResNet-50 and SqueezeNet (every filter 0.02: the screen finds them all repeated).
+``--clock cpu`` times the process's CPU time (with one BLAS thread, what the run itself cost,
+whatever else the machine runs). Printed: each one's median ms per run (with the
 10th-90th percentile), the median of the per-round ratios screened/unscreened (with its
 10th-90th percentile), and the screen alone (``distinct_filters`` on the layer's filter matrix,
 median us, and as a share of the unscreened run). No target: the screen should be lost in the
@@ -16,8 +19,11 @@ run-to-run spread.
 from __future__ import annotations
 
 import argparse
+import os
+import pathlib
 import statistics
 import time
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -66,6 +72,62 @@ def conv_session(c: int, size: int, m: int, k: int, stride: int, group: int, bat
     return (lambda: session.run(["y"], {"x": x})), w.reshape(m, -1) if group == 1 else None
 
 
+def model_session(name: str):
+    """A run of a whole model: ``case:NAME`` from tests/data/onnx_models, or ``light:NAME`` of onnx's."""
+    kind, _, short = name.partition(":")
+    if kind == "case":
+        path = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "onnx_models" / short
+        with np.load(path / "inputs.npz") as inputs:
+            feeds = dict(inputs)
+        g = gr.load_graph(str(path / "model.onnx"))
+        model = onnx.load(str(path / "model.onnx"))
+    else:
+        path = pathlib.Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
+        model = onnx.load(str(path / f"light_{short}.onnx"))
+        g = load_onnx(model)
+        feeds = {}
+    initializers = {i.name for i in model.graph.initializer}
+    rng = np.random.default_rng(0)
+    for value in model.graph.input:
+        if value.name in initializers or value.name in feeds:
+            continue
+        dims = [d.dim_value or 1 for d in value.type.tensor_type.shape.dim]
+        feeds[value.name] = rng.normal(size=dims).astype(np.float32)
+    feeds = {k: v for k, v in feeds.items() if k in {i.name for i in model.graph.input}}
+    outputs = [o.name for o in model.graph.output]
+    session = gr.Session(g)
+    return lambda: session.run(outputs, feeds)
+
+
+def compare(run: Callable[[], object], repeats: int, clock: Callable[[], float]) -> dict[str, list[float]]:
+    """Seconds per run with the screen and without, the two taking turns at going first."""
+    screen = kernels.distinct_filters
+    contenders = {"screened": screen, "unscreened": lambda filters: None}
+    times: dict[str, list[float]] = {label: [] for label in contenders}
+    for _ in range(3):
+        run()
+    try:
+        for i in range(repeats):
+            for label in sorted(contenders, reverse=bool(i % 2)):
+                kernels.distinct_filters = contenders[label]
+                start = clock()
+                run()
+                times[label].append(clock() - start)
+    finally:
+        kernels.distinct_filters = screen
+    return times
+
+
+def row(name: str, times: dict[str, list[float]], extra: str = "") -> str:
+    cells = []
+    for label in ("screened", "unscreened"):
+        lo, hi = percentiles(times[label])
+        cells.append(f"{statistics.median(times[label]) * 1e3:8.3f} ({lo * 1e3:.3f}-{hi * 1e3:.3f})")
+    ratios = [a / b for a, b in zip(times["screened"], times["unscreened"])]
+    lo, hi = percentiles(ratios)
+    return f"{name:38s} {cells[0]:>24s} {cells[1]:>24s} {statistics.median(ratios):8.3f} ({lo:.3f}-{hi:.3f}) {extra}"
+
+
 def percentiles(values: list[float]) -> tuple[float, float]:
     q = statistics.quantiles(values, n=10)
     return q[0], q[-1]
@@ -76,45 +138,28 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=41)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--models", action="store_true", help="whole models instead of single layers")
     args = parser.parse_args()
     clock = time.perf_counter if args.clock == "wall" else time.process_time
-    screen = kernels.distinct_filters
-
-    def unscreened(filters):
-        return None
-
-    print(f"{'layer':38s} {'screened ms (p10-p90)':>24s} {'unscreened ms (p10-p90)':>24s} "
+    print(f"{'':38s} {'screened ms (p10-p90)':>24s} {'unscreened ms (p10-p90)':>24s} "
           f"{'ratio (p10-p90)':>20s} {'screen us, share':>16s}")
+    if args.models:
+        for name in ("case:resnet_opset18", "case:mobilenetv2_opset18", "light:resnet50", "light:squeezenet"):
+            print(row(name, compare(model_session(name), args.repeats, clock)), flush=True)
+        return
     for name, spec in LAYERS.items():
         run, filters = conv_session(*spec, batch=args.batch)
-        times: dict[str, list[float]] = {"screened": [], "unscreened": []}
-        for _ in range(3):
-            run()
-        for _ in range(args.repeats):
-            for label, fn in (("screened", screen), ("unscreened", unscreened)):
-                kernels.distinct_filters = fn
-                start = clock()
-                run()
-                times[label].append(clock() - start)
-        kernels.distinct_filters = screen
-        ratios = [a / b for a, b in zip(times["screened"], times["unscreened"])]
+        times = compare(run, args.repeats, clock)
+        extra = f"{'(groups)':>9s}"
         if filters is not None:
             screen_times = []
             for _ in range(51):
                 start = time.perf_counter()
-                assert screen(filters) is None
+                assert kernels.distinct_filters(filters) is None
                 screen_times.append(time.perf_counter() - start)
             share = statistics.median(screen_times) / statistics.median(times["unscreened"])
-            screen_us = f"{statistics.median(screen_times) * 1e6:9.1f} {share:6.2%}"
-        else:
-            screen_us = f"{'(groups)':>9s}"
-        cells = []
-        for label in ("screened", "unscreened"):
-            lo, hi = percentiles(times[label])
-            cells.append(f"{statistics.median(times[label]) * 1e3:8.3f} ({lo * 1e3:.3f}-{hi * 1e3:.3f})")
-        lo, hi = percentiles(ratios)
-        print(f"{name:38s} {cells[0]:>24s} {cells[1]:>24s} {statistics.median(ratios):8.3f} ({lo:.3f}-{hi:.3f}) "
-              f"{screen_us}")
+            extra = f"{statistics.median(screen_times) * 1e6:9.1f} {share:6.2%}"
+        print(row(name, times, extra), flush=True)
 
 
 if __name__ == "__main__":

@@ -90,19 +90,33 @@ def _repeated(keys: np.ndarray) -> np.ndarray:
     return mask
 
 
-def _leaders(rows: np.ndarray) -> np.ndarray:
-    """For each of ``rows`` (unsigned bit patterns), the position of the first row equal to it."""
-    weights = np.arange(1, rows.shape[1] + 1, dtype=np.uint64) * _HASH_STEP
-    hashes = rows.astype(np.uint64) @ weights                  # equal rows hash alike (mod 2**64)
+def _row_sums(rows: np.ndarray) -> np.ndarray:
+    """The sums of ``rows`` (unsigned bit patterns) modulo 2**64: rows equal bit for bit sum alike."""
+    if rows.flags.c_contiguous and rows.shape[1] * rows.itemsize % 8 == 0:
+        return rows.view(np.uint64).sum(axis=1)                # no widened copy
+    return rows.sum(axis=1, dtype=np.uint64)
+
+
+def _leaders(rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """For each of ``rows`` (unsigned bit patterns; rows equal bit for bit have equal ``keys``), the
+    position of the first row equal to it."""
     leaders = np.arange(len(rows))
-    pending = np.argsort(hashes, kind="stable")
-    while pending.size:
-        hashed = hashes[pending]
-        starts = np.flatnonzero(np.r_[True, hashed[1:] != hashed[:-1]])
-        first = np.repeat(pending[starts], np.diff(np.r_[starts, pending.size]))
-        equal = (rows[pending] == rows[first]).all(axis=1)     # a hash's word, checked
-        leaders[pending[equal]] = first[equal]
-        pending = pending[~equal]
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    bounds = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1], True])
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        if stop - start < 2:
+            continue
+        members = order[start:stop]
+        if members.size == len(rows):                          # every row: compared in place
+            same = (rows == rows[members[0]]).all(axis=1)[members]
+        else:
+            same = (rows[members] == rows[members[0]]).all(axis=1)
+        leaders[members[same]] = members[0]
+        rest = members[~same]
+        if rest.size > 1:                                      # equal keys, other entries: weigh by position
+            weights = np.arange(1, rows.shape[1] + 1, dtype=np.uint64) * _HASH_STEP
+            leaders[rest] = rest[_leaders(rows[rest], rows[rest].astype(np.uint64) @ weights)]
     return leaders
 
 
@@ -117,13 +131,18 @@ def distinct_filters(filters: np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
     if not (first[1:] == first[:-1]).any():
         return None
     candidates = np.arange(m)
-    for width in (_HEAD_COLUMNS, k):                           # the rows' heads, then whole rows
-        sums = bits[candidates, :width].astype(np.uint64).sum(axis=1)
-        candidates = candidates[_repeated(sums)]
-        if candidates.size == 0:
-            return None
+    candidates = candidates[_repeated(_row_sums(bits[:, :_HEAD_COLUMNS]))]
+    if candidates.size == 0:
+        return None
+    rows = bits if candidates.size == m else bits[candidates]
+    sums = _row_sums(rows)
+    repeated = _repeated(sums)
+    if not repeated.any():
+        return None
+    if not repeated.all():
+        candidates, rows, sums = candidates[repeated], rows[repeated], sums[repeated]
     index = np.arange(m)
-    index[candidates] = candidates[_leaders(bits[candidates])]
+    index[candidates] = candidates[_leaders(rows, sums)]
     firsts, inverse = np.unique(index, return_inverse=True)
     return (filters[firsts], inverse) if firsts.size < m else None
 
