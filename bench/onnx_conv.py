@@ -13,8 +13,13 @@ onnx's light ResNet-50 and SqueezeNet (every filter 0.02: the screen finds them 
 whatever else the machine runs). Printed: each one's median ms per run (with the
 10th-90th percentile), the median of the per-round ratios screened/unscreened (with its
 10th-90th percentile), and the screen alone (``distinct_filters`` on the layer's filter matrix,
-median us, and as a share of the unscreened run). No target: the screen should be lost in the
-run-to-run spread.
+median us, and as a share of the unscreened run; for a model, all its Conv nodes' screens in
+one run).
+
+``--against DIR`` compares this checkout with another (``/work/main``: gradreg and its plugins
+from DIR and DIR/plugins) instead, each in processes of its own taking turns (``_timing.
+process_medians``, 3 processes each, CPU time), for the same layers and the two tests/data models.
+No target: the screen should be lost in the run-to-run spread.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 import onnx
+from _timing import Contender, process_medians, report_load
 from onnx import TensorProto, helper
 
 import gradreg as gr
@@ -70,6 +76,33 @@ def conv_session(c: int, size: int, m: int, k: int, stride: int, group: int, bat
     x = rng.normal(size=(batch, c, size, size)).astype(np.float32)
     session = gr.Session(g)
     return (lambda: session.run(["y"], {"x": x})), w.reshape(m, -1) if group == 1 else None
+
+
+def layer_step(name: str, batch: int = 1):
+    """A contender of --against: one layer's run."""
+    return conv_session(*LAYERS[name], batch=batch)[0]
+
+
+def model_step(name: str):
+    """A contender of --against: one model's run."""
+    return model_session(name)
+
+
+def against(other: str, batch: int, rounds: int) -> None:
+    """This checkout's runs against those of the checkout at ``other``, process by process."""
+    env = {"PYTHONPATH": f"{other}{os.pathsep}{os.path.join(other, 'plugins')}"}
+    print(f"{'':38s} {'this ms (p10-p90)':>24s} {'other ms (p10-p90)':>24s} {'ratio':>6s}   {report_load()}")
+    cases = [("onnx_conv:layer_step", {"name": n, "batch": batch}) for n in LAYERS]
+    cases += [("onnx_conv:model_step", {"name": n}) for n in ("case:resnet_opset18", "case:mobilenetv2_opset18")]
+    for factory, kwargs in cases:
+        figures = process_medians([Contender("this", factory, kwargs), Contender("other", factory, kwargs, env)],
+                                  rounds=rounds, calls=3, processes=3)
+        cells = []
+        for label in ("this", "other"):
+            lo, hi = percentiles(figures[label].cpu)
+            cells.append(f"{figures[label].cpu_median * 1e3:8.3f} ({lo * 1e3:.3f}-{hi * 1e3:.3f})")
+        ratio = figures["this"].cpu_median / figures["other"].cpu_median
+        print(f"{kwargs['name']:38s} {cells[0]:>24s} {cells[1]:>24s} {ratio:6.3f}", flush=True)
 
 
 def model_session(name: str):
@@ -118,6 +151,31 @@ def compare(run: Callable[[], object], repeats: int, clock: Callable[[], float])
     return times
 
 
+def screen_share(run: Callable[[], object], unscreened: list[float]) -> str:
+    """The screens' time in one run of a model (median of 21), and its share of the unscreened run."""
+    screen = kernels.distinct_filters
+    spent = [0.0]
+
+    def timed(filters):
+        start = time.perf_counter()
+        try:
+            return screen(filters)
+        finally:
+            spent[0] += time.perf_counter() - start
+
+    per_run = []
+    kernels.distinct_filters = timed
+    try:
+        for _ in range(21):
+            spent[0] = 0.0
+            run()
+            per_run.append(spent[0])
+    finally:
+        kernels.distinct_filters = screen
+    median = statistics.median(per_run)
+    return f"{median * 1e6:9.1f} {median / statistics.median(unscreened):6.2%}"
+
+
 def row(name: str, times: dict[str, list[float]], extra: str = "") -> str:
     cells = []
     for label in ("screened", "unscreened"):
@@ -139,13 +197,19 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--models", action="store_true", help="whole models instead of single layers")
+    parser.add_argument("--against", metavar="DIR", help="compare with the gradreg checkout at DIR")
     args = parser.parse_args()
+    if args.against:
+        against(args.against, args.batch, max(2, args.repeats // 3))
+        return
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     print(f"{'':38s} {'screened ms (p10-p90)':>24s} {'unscreened ms (p10-p90)':>24s} "
           f"{'ratio (p10-p90)':>20s} {'screen us, share':>16s}")
     if args.models:
         for name in ("case:resnet_opset18", "case:mobilenetv2_opset18", "light:resnet50", "light:squeezenet"):
-            print(row(name, compare(model_session(name), args.repeats, clock)), flush=True)
+            run = model_session(name)
+            times = compare(run, args.repeats, clock)
+            print(row(name, times, screen_share(run, times["unscreened"])), flush=True)
         return
     for name, spec in LAYERS.items():
         run, filters = conv_session(*spec, batch=args.batch)

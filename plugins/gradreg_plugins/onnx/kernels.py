@@ -5,6 +5,7 @@ MaxRoiPool have their kernels in topic modules (:mod:`recurrent`, :mod:`grid_sam
 :mod:`roi`) shared with their gradient rules; the ops with subgraphs in :mod:`control_flow`."""
 from __future__ import annotations
 
+import math
 from types import ModuleType
 
 import numpy as np
@@ -124,9 +125,10 @@ def distinct_filters(filters: np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
     """``(distinct, index)`` with ``distinct[index]`` equal to the rows of ``filters`` (M, K) bit
     for bit and ``distinct`` holding each row once, or None when no two rows are equal."""
     m, k = filters.shape
-    if m < 2 or k == 0:
+    unsigned = _UNSIGNED.get(filters.dtype.itemsize)
+    if m < 2 or k == 0 or unsigned is None:
         return None
-    bits = filters.view(_UNSIGNED[filters.dtype.itemsize])
+    bits = filters.view(unsigned)
     first = np.sort(bits[:, 0])
     if not (first[1:] == first[:-1]).any():
         return None
@@ -147,6 +149,20 @@ def distinct_filters(filters: np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
     return (filters[firsts], inverse) if firsts.size < m else None
 
 
+def _columns(op, ctx, x: np.ndarray, g: Geometry, group: int) -> np.ndarray:
+    """(N, G, positions, C/G * taps): each output position's window, all input channels of its
+    group. A 1x1 convolution's (stride 1, no pads) is the input itself, transposed: no copy."""
+    n, c = x.shape[:2]
+    nd = x.ndim - 2
+    if not any(g.pads) and all(k == 1 and st == 1 for k, st in zip(g.kernel, g.strides)):
+        return x.reshape(n, group, c // group, -1).transpose(0, 1, 3, 2)
+    cols = windows(x, g, 0)                                      # (N, C, O..., K...)
+    ctx.check_elements(math.prod(cols.shape), op)
+    cols = cols.reshape((n, group, c // group) + cols.shape[2:])
+    cols = cols.transpose((0, 1) + tuple(range(3, 3 + nd)) + (2,) + tuple(range(3 + nd, 3 + 2 * nd)))
+    return cols.reshape(n, group, math.prod(g.out), -1)
+
+
 @kernel("onnx::Conv")
 def _conv(op, ctx):
     """im2col: each output position's window (all input channels of its group) times the filter;
@@ -154,19 +170,11 @@ def _conv(op, ctx):
     group = int(op.get_attr("group"))
 
     def compute(x, w, *bias):
-        n_spatial = x.ndim - 2
         g = geometry(op, x.shape[2:], w.shape[2:])
         if w.shape[1] * group != x.shape[1] or w.shape[0] % group:
             raise node_error(op, f"filter {list(w.shape)} does not fit input {list(x.shape)} with group {group}")
-        cols = windows(x, g, 0)                                  # (N, C, O..., K...)
-        n, c = x.shape[:2]
-        m = w.shape[0]
-        ctx.check_elements(int(np.prod(cols.shape, dtype=np.int64)), op)
-        cols = cols.reshape((n, group, c // group) + cols.shape[2:])
-        spatial_axes = tuple(range(3, 3 + n_spatial))
-        kernel_axes = tuple(range(3 + n_spatial, 3 + 2 * n_spatial))
-        cols = cols.transpose((0, 1) + spatial_axes + (2,) + kernel_axes)
-        cols = cols.reshape(n, group, int(np.prod(g.out, dtype=np.int64)), -1)
+        cols = _columns(op, ctx, x, g, group)
+        n, m = x.shape[0], w.shape[0]
         filters = w.reshape(group, m // group, -1)
         distinct = distinct_filters(filters[0]) if group == 1 else None
         if distinct is None:
@@ -175,7 +183,7 @@ def _conv(op, ctx):
             out = np.matmul(cols, distinct[0].T)[..., distinct[1]]
         out = out.transpose(0, 1, 3, 2).reshape((n, m) + g.out)
         if bias:
-            out = out + bias[0].reshape((m,) + (1,) * n_spatial)
+            out = out + bias[0].reshape((m,) + (1,) * len(g.out))
         return out.astype(x.dtype, copy=False)
     return compute
 
