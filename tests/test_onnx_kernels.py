@@ -174,3 +174,16 @@ def test_distinct_filters_compares_whole_rows_bit_for_bit():
     assert len(distinct) == len(groups)
     assert all(len({index[i] for i in members}) == 1 for members in groups.values())
     assert distinct_filters(RNG.normal(size=(300, 5)).astype(np.float32)) is None
+
+
+def test_conv_refuses_an_output_over_the_element_limit_before_multiplying():
+    from gradreg.errors import ElementLimitError
+    x = helper.make_tensor_value_info("x", F, [1, 2, 20, 20])
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"])], "m", [x],
+        [helper.make_tensor_value_info("y", F, [1, 64, 20, 20])],
+        initializer=[onnx.numpy_helper.from_array(np.ones((64, 2, 1, 1), np.float32), "w")]),
+        opset_imports=[helper.make_opsetid("", 18)])
+    session = gr.Session(load_onnx(model), max_elements=10_000)   # the input (800) is within it
+    with pytest.raises(ElementLimitError, match=r"onnx::Conv.*25,600 elements"):
+        session.run(["y"], {"x": np.ones((1, 2, 20, 20), np.float32)})

@@ -173,8 +173,9 @@ def _conv(op, ctx):
         g = geometry(op, x.shape[2:], w.shape[2:])
         if w.shape[1] * group != x.shape[1] or w.shape[0] % group:
             raise node_error(op, f"filter {list(w.shape)} does not fit input {list(x.shape)} with group {group}")
-        cols = _columns(op, ctx, x, g, group)
         n, m = x.shape[0], w.shape[0]
+        ctx.check_elements(n * m * math.prod(g.out), op)
+        cols = _columns(op, ctx, x, g, group)
         filters = w.reshape(group, m // group, -1)
         distinct = distinct_filters(filters[0]) if group == 1 else None
         if distinct is None:
