@@ -188,3 +188,19 @@ def test_conv_refuses_an_output_over_the_element_limit_before_multiplying():
     session = gr.Session(load_onnx(model), max_elements=10_000)   # the input (800) is within it
     with pytest.raises(ElementLimitError, match=r"onnx::Conv.*25,600 elements"):
         session.run(["y"], {"x": np.ones((1, 2, 20, 20), np.float32)})
+
+
+def test_conv_follows_input_sizes_that_change_between_runs():
+    w = RNG.normal(size=(4, 3, 3, 3)).astype(np.float32)
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], strides=[2, 1], auto_pad="SAME_UPPER")], "m",
+        [helper.make_tensor_value_info("x", F, [1, 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", F, [1, 4, "a", "b"])],
+        initializer=[onnx.numpy_helper.from_array(w, "w")]), opset_imports=[helper.make_opsetid("", 18)])
+    reference = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = gr.Session(load_onnx(model))
+    for size in [(5, 5), (8, 6), (5, 5), (1, 9)]:
+        x = RNG.normal(size=(1, 3) + size).astype(np.float32)
+        (expected,) = reference.run(None, {"x": x})
+        (got,) = session.run(["y"], {"x": x})
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=str(size))
