@@ -67,14 +67,14 @@ def _fallback(op, ctx):
 
 
 # Filters that are equal bit for bit: an output channel whose filter (and bias) repeats an earlier
-# one's is that channel's copy in exact arithmetic, and the kernel keeps it so. BLAS does not: OpenBLAS's
-# sgemm sums some columns of a product in another order than others (its micro-kernel's lanes and
-# edges), so such channels come out an ulp apart, which a Softmax over logits near 1e10 (onnx's light
-# SqueezeNet, every filter 0.02) turns into 1/304 where every other runtime gives 1/1000. The kernel
-# multiplies each distinct filter once instead. Finding them costs one sort of the filters' first
-# column when no two filters start alike (the usual case: a few us); otherwise sums of the rows'
-# first 64 entries, then of whole rows, narrow the rows that might repeat (pruned filters share
-# their zeros), and only those are compared whole.
+# one's is that channel's copy in exact arithmetic, and the kernel keeps it so. BLAS does not:
+# OpenBLAS's sgemm sums some columns of a product in another order than others (its micro-kernel's
+# lanes and edges), so such channels come out an ulp apart, which a Softmax over logits near 1e10
+# (onnx's light SqueezeNet, every filter 0.02) turns into 1/304 where onnxruntime and onnx's stored
+# output have 1/1000. The kernel multiplies each distinct filter once instead. Finding them costs
+# one sort of the filters' first column when no two filters start alike (the usual case: ~5 us);
+# otherwise sums of the rows' first 64 entries, then of whole rows, narrow the rows that might
+# repeat (pruned filters share their zeros), and only those are compared whole.
 _HEAD_COLUMNS = 64
 _UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 _HASH_STEP = np.uint64(0x9E3779B97F4A7C15)
