@@ -22,13 +22,6 @@ KNOWN_FAILURES = {
     r"^test_cast_e8m0_": "float8e8m0 has no gradreg dtype (TensorFlow's DataType enum has none)",
     r"^test_scan_sum_": "onnx's version converter drops Scan-8's batch axis from the graph's inputs",
     r"^test_loop16_seq_none_": "the harness cannot compare a sequence holding a 0-d tensor",
-    # Its light form's filters are constant, so every channel of conv10 holds the same value
-    # (~9.5e9) in exact arithmetic; OpenBLAS's sgemm rounds some columns one ulp (1024) apart
-    # from the rest, and the final Softmax of logits 1024 apart gives 1/304 where the reference
-    # gives 1/1000. onnxruntime's MLAS rounds every channel alike. Either matmul orientation splits the
-    # 1000 channels into 3-5 groups; accumulating in float64 would pass it, at 1.1-1.75x the time of
-    # every float32 Conv's matmul (7x for a first layer with 27 taps): not worth it for this input.
-    r"^test_squeezenet_cpu$": "float32 rounding of identical channels at 1e10 decides a Softmax (see above)",
 }
 # Random outputs that cannot match the stored ones.
 EXCLUDED = {r"^test_bernoulli": "random numbers: outputs differ from the stored ones by design"}

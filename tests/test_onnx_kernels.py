@@ -1,7 +1,7 @@
 """The onnx family's own NumPy kernels (where onnx.reference ignores attributes, is wrong, or has no
 implementation) against onnxruntime: LSTM/GRU/RNN with every attribute onnxruntime supports,
 GridSample in every mode, MaxRoiPool, LRN with more channels than batch rows, Pad with negative
-pads, SequenceInsert at the end, AffineGrid."""
+pads, SequenceInsert at the end, AffineGrid, Conv whose filters repeat."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,7 +20,7 @@ RNG = np.random.default_rng(11)
 
 
 def _compare(nodes, feeds, outputs, opset=22, input_types=None, rtol=1e-5, atol=1e-5):
-    """Run a model of ``nodes`` in onnxruntime and in gradreg; outputs must agree."""
+    """Run a model of ``nodes`` in onnxruntime and in gradreg; outputs must agree. Returns gradreg's."""
     inputs = [helper.make_tensor_value_info(n, (input_types or {}).get(n, F), v.shape) for n, v in feeds.items()]
     draft = helper.make_model(helper.make_graph(nodes, "m", inputs, [helper.make_tensor_value_info(o, F, None)
                                                                     for o in outputs]),
@@ -34,6 +34,7 @@ def _compare(nodes, feeds, outputs, opset=22, input_types=None, rtol=1e-5, atol=
     got = gr.Session(load_onnx(draft)).run(outputs, feeds)
     for name, a, b in zip(outputs, got, expected):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=name)
+    return got
 
 
 RECURRENT = [
@@ -127,3 +128,79 @@ def test_affine_grid_matches_onnxruntime(align):
     feeds = {"theta": RNG.normal(size=(2, 2, 3)).astype(np.float32)}
     size = helper.make_node("Constant", [], ["s"], value=helper.make_tensor("s", TensorProto.INT64, [4], [2, 1, 3, 4]))
     _compare([size, helper.make_node("AffineGrid", ["theta", "s"], ["y"], align_corners=align)], feeds, ["y"], opset=20)
+
+
+# (input shape, filter shape, attributes, output channels that repeat an earlier one's filter)
+REPEATED_FILTERS = [
+    ((1, 512, 13, 13), (1000, 512, 1, 1), {}, "all"),             # onnx's light SqueezeNet's conv10
+    ((2, 3, 17, 19), (64, 3, 3, 3), {"pads": [1, 1, 1, 1]}, [5, 17, 40, 63]),
+    ((1, 96, 14, 14), (130, 96, 3, 3), {"strides": [2, 2]}, [1, 64, 65, 100, 129]),
+    ((3, 8, 50), (37, 8, 5), {"dilations": [2]}, [12, 36]),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs, repeats", REPEATED_FILTERS,
+                         ids=["squeezenet-conv10", "first-layer", "strided-3x3", "1d-dilated"])
+def test_conv_channels_of_repeated_filters_are_equal(x_shape, w_shape, attrs, repeats):
+    """Channels whose filter and bias repeat an earlier channel's are that channel bit for bit
+    (sgemm alone rounds some columns of a product apart), and all match onnxruntime."""
+    m = w_shape[0]
+    w = RNG.normal(scale=0.1, size=w_shape).astype(np.float32)
+    b = RNG.normal(size=m).astype(np.float32)
+    sources = {}
+    for i, channel in enumerate(range(1, m) if repeats == "all" else repeats):
+        sources[channel] = 0 if repeats == "all" else i % 3
+        w[channel], b[channel] = w[sources[channel]], b[sources[channel]]
+    feeds = {"x": RNG.normal(scale=100.0, size=x_shape).astype(np.float32), "w": w, "b": b}
+    (y,) = _compare([helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)], feeds, ["y"], rtol=1e-4, atol=1e-2)
+    for channel, source in sources.items():
+        assert np.array_equal(y[:, channel], y[:, source]), (channel, source)
+
+
+def test_distinct_filters_compares_whole_rows_bit_for_bit():
+    from gradreg_plugins.onnx.kernels import distinct_filters
+    rng = np.random.default_rng(5)
+    rows = rng.normal(size=(40, 9)).astype(np.float32)
+    rows[rng.random(rows.shape) < 0.7] = 0.0                      # pruned: first entries often agree
+    rows[7], rows[30], rows[31] = rows[3], rows[3], rows[12]
+    rows[20] = rows[21] = 0.0
+    rows[22] = -0.0                                               # equal to 0.0, not the same bits
+    rows[24] = rows[25] = np.arange(1, 10)
+    rows[26] = rows[27] = np.arange(9, 0, -1)                     # the same sums as row 24, other rows
+    distinct, index = distinct_filters(rows)
+    assert np.array_equal(distinct[index].view(np.uint32), rows.view(np.uint32))
+    groups = {}
+    for i, row in enumerate(rows.view(np.uint32)):
+        groups.setdefault(row.tobytes(), []).append(i)
+    assert len(distinct) == len(groups)
+    assert all(len({index[i] for i in members}) == 1 for members in groups.values())
+    assert distinct_filters(rng.normal(size=(300, 5)).astype(np.float32)) is None
+
+
+def test_conv_refuses_an_output_over_the_element_limit_before_multiplying():
+    from gradreg.errors import ElementLimitError
+    x = helper.make_tensor_value_info("x", F, [1, 2, 20, 20])
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"])], "m", [x],
+        [helper.make_tensor_value_info("y", F, [1, 64, 20, 20])],
+        initializer=[onnx.numpy_helper.from_array(np.ones((64, 2, 1, 1), np.float32), "w")]),
+        opset_imports=[helper.make_opsetid("", 18)])
+    session = gr.Session(load_onnx(model), max_elements=10_000)   # the input (800) is within it
+    with pytest.raises(ElementLimitError, match=r"onnx::Conv.*25,600 elements"):
+        session.run(["y"], {"x": np.ones((1, 2, 20, 20), np.float32)})
+
+
+def test_conv_follows_input_sizes_that_change_between_runs():
+    w = RNG.normal(size=(4, 3, 3, 3)).astype(np.float32)
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], strides=[2, 1], auto_pad="SAME_UPPER")], "m",
+        [helper.make_tensor_value_info("x", F, [1, 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", F, [1, 4, "a", "b"])],
+        initializer=[onnx.numpy_helper.from_array(w, "w")]), opset_imports=[helper.make_opsetid("", 18)])
+    reference = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = gr.Session(load_onnx(model))
+    for size in [(5, 5), (8, 6), (5, 5), (1, 9)]:
+        x = RNG.normal(size=(1, 3) + size).astype(np.float32)
+        (expected,) = reference.run(None, {"x": x})
+        (got,) = session.run(["y"], {"x": x})
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=str(size))

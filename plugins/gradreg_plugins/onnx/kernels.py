@@ -5,6 +5,7 @@ MaxRoiPool have their kernels in topic modules (:mod:`recurrent`, :mod:`grid_sam
 :mod:`roi`) shared with their gradient rules; the ops with subgraphs in :mod:`control_flow`."""
 from __future__ import annotations
 
+import math
 from types import ModuleType
 
 import numpy as np
@@ -65,30 +66,139 @@ def _fallback(op, ctx):
     return _reference_kernels(op).reference_kernel(op, ctx)
 
 
+# Filters that are equal bit for bit: an output channel whose filter (and bias) repeats an earlier
+# one's is that channel's copy in exact arithmetic, and the kernel keeps it so. BLAS does not:
+# OpenBLAS's sgemm sums some columns of a product in another order than others (its micro-kernel's
+# lanes and edges), so such channels come out an ulp apart, which a Softmax over logits near 1e10
+# (onnx's light SqueezeNet, every filter 0.02) turns into 1/304 where onnxruntime and onnx's stored
+# output have 1/1000. The kernel multiplies each distinct filter once instead. Finding them costs
+# one look at the filters' first column when no two filters start alike (the usual case: 5-15 us);
+# otherwise sums of the rows' first 64 entries, then of whole rows, narrow the rows that might
+# repeat (pruned filters share their zeros), and only those are compared whole.
+_HEAD_COLUMNS = 64
+_SET_ROWS = 128
+_UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_HASH_STEP = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _repeated(keys: np.ndarray) -> np.ndarray:
+    """Which entries of ``keys`` another entry equals."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    same = ordered[1:] == ordered[:-1]
+    mask = np.zeros(keys.shape, dtype=bool)
+    mask[order[1:][same]] = True
+    mask[order[:-1][same]] = True
+    return mask
+
+
+def _row_sums(rows: np.ndarray) -> np.ndarray:
+    """The sums of ``rows`` (unsigned bit patterns) modulo 2**64: rows equal bit for bit sum alike."""
+    if rows.flags.c_contiguous and rows.shape[1] * rows.itemsize % 8 == 0:
+        return rows.view(np.uint64).sum(axis=1)                # no widened copy
+    return rows.sum(axis=1, dtype=np.uint64)
+
+
+def _leaders(rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """For each of ``rows`` (unsigned bit patterns; rows equal bit for bit have equal ``keys``), the
+    position of the first row equal to it."""
+    leaders = np.arange(len(rows))
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    bounds = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1], True])
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        if stop - start < 2:
+            continue
+        members = order[start:stop]
+        if members.size == len(rows):                          # every row: compared in place
+            same = (rows == rows[members[0]]).all(axis=1)[members]
+        else:
+            same = (rows[members] == rows[members[0]]).all(axis=1)
+        leaders[members[same]] = members[0]
+        rest = members[~same]
+        if rest.size > 1:                                      # equal keys, other entries: weigh by position
+            weights = np.arange(1, rows.shape[1] + 1, dtype=np.uint64) * _HASH_STEP
+            leaders[rest] = rest[_leaders(rows[rest], rows[rest].astype(np.uint64) @ weights)]
+    return leaders
+
+
+def _all_different(column: np.ndarray) -> bool:
+    """Whether no two entries of ``column`` are equal: a set for a few (fewer calls into NumPy, whose
+    sort costs ~25 us in a run where other kernels leave the caches cold), else a sort."""
+    if len(column) <= _SET_ROWS:
+        return len(set(column.tolist())) == len(column)
+    ordered = np.sort(column)
+    return not (ordered[1:] == ordered[:-1]).any()
+
+
+def distinct_filters(filters: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(distinct, index)`` with ``distinct[index]`` equal to the rows of ``filters`` (M, K) bit
+    for bit and ``distinct`` holding each row once, or None when no two rows are equal."""
+    m, k = filters.shape
+    unsigned = _UNSIGNED.get(filters.dtype.itemsize)
+    if m < 2 or k == 0 or unsigned is None:
+        return None
+    if _all_different(filters[:, 0].view(unsigned)):
+        return None
+    bits = filters.view(unsigned)
+    candidates = np.arange(m)
+    candidates = candidates[_repeated(_row_sums(bits[:, :_HEAD_COLUMNS]))]
+    if candidates.size == 0:
+        return None
+    rows = bits if candidates.size == m else bits[candidates]
+    sums = _row_sums(rows)
+    repeated = _repeated(sums)
+    if not repeated.any():
+        return None
+    if not repeated.all():
+        candidates, rows, sums = candidates[repeated], rows[repeated], sums[repeated]
+    index = np.arange(m)
+    index[candidates] = candidates[_leaders(rows, sums)]
+    firsts, inverse = np.unique(index, return_inverse=True)
+    return (filters[firsts], inverse) if firsts.size < m else None
+
+
+def _columns(op, ctx, x: np.ndarray, g: Geometry, group: int) -> np.ndarray:
+    """(N, G, positions, C/G * taps): each output position's window, all input channels of its
+    group. A 1x1 convolution's (stride 1, no pads) is the input itself, transposed: no copy."""
+    n, c = x.shape[:2]
+    nd = x.ndim - 2
+    if not any(g.pads) and all(k == 1 and st == 1 for k, st in zip(g.kernel, g.strides)):
+        return x.reshape(n, group, c // group, -1).transpose(0, 1, 3, 2)
+    cols = windows(x, g, 0)                                      # (N, C, O..., K...)
+    ctx.check_elements(math.prod(cols.shape), op)
+    cols = cols.reshape((n, group, c // group) + cols.shape[2:])
+    cols = cols.transpose((0, 1) + tuple(range(3, 3 + nd)) + (2,) + tuple(range(3 + nd, 3 + 2 * nd)))
+    return cols.reshape(n, group, math.prod(g.out), -1)
+
+
 @kernel("onnx::Conv")
 def _conv(op, ctx):
-    """im2col: each output position's window (all input channels of its group) times the filter."""
+    """im2col: each output position's window (all input channels of its group) times the filter;
+    with one group, a filter repeated bit for bit is multiplied once (its channels come out equal)."""
     group = int(op.get_attr("group"))
+    last: list[tuple] = [((), None)]                              # the last sizes' geometry (~5 us to work out)
 
     def compute(x, w, *bias):
-        n_spatial = x.ndim - 2
-        g = geometry(op, x.shape[2:], w.shape[2:])
+        sizes = (x.shape[2:], w.shape[2:])
+        known, g = last[0]
+        if known != sizes:
+            g = geometry(op, *sizes)
+            last[0] = (sizes, g)
         if w.shape[1] * group != x.shape[1] or w.shape[0] % group:
             raise node_error(op, f"filter {list(w.shape)} does not fit input {list(x.shape)} with group {group}")
-        cols = windows(x, g, 0)                                  # (N, C, O..., K...)
-        n, c = x.shape[:2]
-        m = w.shape[0]
-        ctx.check_elements(int(np.prod(cols.shape, dtype=np.int64)), op)
-        cols = cols.reshape((n, group, c // group) + cols.shape[2:])
-        spatial_axes = tuple(range(3, 3 + n_spatial))
-        kernel_axes = tuple(range(3 + n_spatial, 3 + 2 * n_spatial))
-        cols = cols.transpose((0, 1) + spatial_axes + (2,) + kernel_axes)
-        cols = cols.reshape(n, group, int(np.prod(g.out, dtype=np.int64)), -1)
+        n, m = x.shape[0], w.shape[0]
+        ctx.check_elements(n * m * math.prod(g.out), op)
+        cols = _columns(op, ctx, x, g, group)
         filters = w.reshape(group, m // group, -1)
-        out = np.matmul(cols, filters.transpose(0, 2, 1))        # (N, G, positions, M/G)
+        distinct = distinct_filters(filters[0]) if group == 1 else None
+        if distinct is None:
+            out = np.matmul(cols, filters.transpose(0, 2, 1))    # (N, G, positions, M/G)
+        else:
+            out = np.matmul(cols, distinct[0].T)[..., distinct[1]]
         out = out.transpose(0, 1, 3, 2).reshape((n, m) + g.out)
         if bias:
-            out = out + bias[0].reshape((m,) + (1,) * n_spatial)
+            out = out + bias[0].reshape((m,) + (1,) * len(g.out))
         return out.astype(x.dtype, copy=False)
     return compute
 
