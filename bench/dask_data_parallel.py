@@ -86,6 +86,12 @@ def _busy(spec, dask_worker):
     return dict(dask_worker.plugins[spec.plugin].entries[spec].busy)
 
 
+def _kernels_built(dask_worker=None) -> None:
+    """Wait for the numba kernels a plan queued to its background builder (the steps run on NumPy's until then)."""
+    from gradreg.backends.numba.jit import wait_for_kernels
+    wait_for_kernels(300)
+
+
 def _transfers(dask_worker):
     return [(dict(e["keys"]), e["total"], e.get("duration", 0.0)) for e in dask_worker.transfer_incoming_log]
 
@@ -100,9 +106,12 @@ def measure(workers: int, feeds: dict, rounds: int, steps: int) -> dict:
                                                 dashboard_address=":0") as cluster, Client(cluster) as client:
         dp = DataParallel(str(GRAPH), loss="loss:0", client=client, split=["x:0", "labels:0"])
         update = dp.update_for(gr.train.GradientDescentOptimizer(LR))
-        dp.train(gr.train.GradientDescentOptimizer(LR), [feeds] * 3, steps=3, progress=False)   # compile everywhere
-        for _ in range(3):
-            single()
+        for _ in range(2):   # compile everywhere: the plans, then the numba kernels they queue
+            dp.train(gr.train.GradientDescentOptimizer(LR), [feeds] * 3, steps=3, progress=False)
+            for _ in range(3):
+                single()
+            _kernels_built()
+            client.run(_kernels_built)
         one, many, records = [], [], []
         before = client.run(_transfers)
         busy_before = client.run(_busy, dp.spec)
@@ -118,7 +127,7 @@ def measure(workers: int, feeds: dict, rounds: int, steps: int) -> dict:
             records += stream.data
         after = client.run(_transfers)
         busy = {k: sum(client.run(_busy, dp.spec)[w][k] - busy_before[w][k] for w in busy_before)
-                for k in ("shard", "apply")}
+                for k in ("shard", "apply", "step")}
         _, shards = _split(dp, feeds)
         pickle_s = _median_time(lambda: [pickle.dumps(s.feeds, protocol=5) for s in shards])
         moved = defaultdict(float)
@@ -130,7 +139,7 @@ def measure(workers: int, feeds: dict, rounds: int, steps: int) -> dict:
         total_steps = rounds * steps
         return {"workers": workers, "single": one, "dp": many, "retries": dp.retries,
                 "parts": dict(_parts(records, total_steps, pickle_s, moved),
-                              compute=(busy["shard"] + busy["apply"]) / total_steps),
+                              compute=(busy["shard"] + busy["apply"] + busy["step"]) / total_steps),
                 "shard_bytes": sum(s.feeds["x:0"].nbytes + s.feeds["labels:0"].nbytes for s in shards),
                 "moved": {k: v / total_steps for k, v in moved.items()},
                 "params": sum(np.prod(v.shape.as_list()) * 4 for v in dp.xs)}

@@ -357,16 +357,18 @@ def test_the_dask_example_trains_a_tf_written_fixed_batch_graph_to_the_single_pr
 
 
 class KillOnShard(distributed.WorkerPlugin):
-    """Kills its worker's process the first time any worker starts a shard task (once per marker file)."""
+    """Kills its worker's process the first time any worker starts a task whose key starts with
+    ``prefix`` (a shard's gradients, or with one shard a task of whole steps), once per marker file."""
 
-    def __init__(self, marker: str):
+    def __init__(self, marker: str, prefix: str = "gradreg-shard-"):
         self.marker = marker
+        self.prefix = prefix
 
     def setup(self, worker):
         self.address = worker.address
 
     def transition(self, key, start, finish, **kwargs):
-        if finish != "executing" or not str(key).startswith("gradreg-shard-"):
+        if finish != "executing" or not str(key).startswith(self.prefix):
             return
         try:
             fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -377,31 +379,36 @@ class KillOnShard(distributed.WorkerPlugin):
         os._exit(1)
 
 
-def test_a_worker_killed_mid_epoch_leaves_the_fault_free_runs_weights_bit_for_bit(process_client, tmp_path):
-    """Two worker processes, two shards, steps sent ahead: a worker dies running step 3's shard.
-    The other worker's replica carries on, the restarted worker gets a copy, the step runs again,
-    and every loss and final weight equals the fault-free run's exactly."""
+@pytest.mark.parametrize("shards, prefix, after", [(2, "gradreg-shard-", 2), (1, "gradreg-step-", 1)],
+                         ids=["two-shards", "one-shard"])
+def test_a_worker_killed_mid_epoch_leaves_the_fault_free_runs_weights_bit_for_bit(process_client, tmp_path,
+                                                                                  shards, prefix, after):
+    """Two worker processes, steps sent ahead: a worker dies running a later step's task (two
+    shards: a shard's gradients; one shard: a task of two whole steps, which both workers run).
+    The other worker's replica carries on, the restarted worker gets a copy, the steps not yet
+    applied run again, and every loss and final weight equals the fault-free run's exactly."""
     graph = regression_graph()
     batches = [batch(seed) for seed in range(6)]
 
     def run(callback=None):
-        dp = DataParallel(graph, client=process_client, split=["x:0", "y:0"], backend="numpy")
+        dp = DataParallel(graph, client=process_client, split=["x:0", "y:0"], backend="numpy", shards=shards)
         losses = dp.train(gr.train.MomentumOptimizer(0.05, 0.9), batches, steps=6, progress=False,
-                          callback=callback)
+                          callback=callback, steps_per_task=2)
         return dp, losses, dp.session.run(dp.xs)
 
     clean, clean_losses, clean_values = run()
     marker = tmp_path / "killed"
 
     def kill_during_a_later_step(step, loss):
-        if step == 2:
-            process_client.register_plugin(KillOnShard(str(marker)), name="kill-on-shard")
+        if step == after:
+            process_client.register_plugin(KillOnShard(str(marker), prefix), name="kill-on-shard")
     try:
         faulty, losses, values = run(kill_during_a_later_step)
     finally:
         process_client.unregister_worker_plugin("kill-on-shard")
-    assert marker.read_text().startswith("tcp://")           # a worker died running a shard
-    assert faulty.retries >= 1 and clean.retries == 0
+    assert marker.read_text().startswith("tcp://")           # a worker died running a task of ours
+    # two shards: the lost shard runs again; one shard: the other worker may have run the steps itself
+    assert clean.retries == 0 and (shards == 1 or faulty.retries >= 1)
     assert faulty.global_step == clean.global_step == 6       # no step lost, none applied twice
     assert losses == clean_losses
     for got, want in zip(values, clean_values):
@@ -412,6 +419,32 @@ def test_a_worker_killed_mid_epoch_leaves_the_fault_free_runs_weights_bit_for_bi
     for got, want in zip(values, reference.values()):
         np.testing.assert_allclose(got, want, rtol=1e-11)
     process_client.wait_for_workers(2, timeout=60)   # the nanny restarted the killed worker
+
+
+def test_one_shard_on_three_workers_trains_as_one_process_bit_for_bit(threads_client):
+    """shards=1: every worker runs the whole step (loss, gradients and update in one plan, as
+    minimize builds it in one process), tasks of up to three steps; the losses and weights are the
+    single-process run's exactly, every replica holds them, and no gradient moves between workers."""
+    graph = regression_graph()
+    batches = [batch(seed) for seed in range(7)]
+    dp = DataParallel(graph, client=threads_client, split=["x:0", "y:0"], backend="numpy", shards=1)
+    reference = SingleProcess(dp.graph_bytes, gr.train.AdamOptimizer(0.05))
+    want_losses = [float(reference.session.run([reference.loss, reference.train_op], b)[0]) for b in batches]
+
+    def transfers(dask_worker):
+        return len(dask_worker.transfer_incoming_log)
+    before = threads_client.run(transfers)
+    seen = []
+    losses = dp.train(gr.train.AdamOptimizer(0.05), batches, steps=7, progress=False, steps_per_task=3, window=1,
+                      callback=lambda step, loss: seen.append(step))
+    assert seen == list(range(1, 8)) and losses == want_losses and dp.global_step == 7
+    assert threads_client.run(transfers) == before
+    for got, want in zip(dp.session.run(dp.xs), reference.values()):
+        np.testing.assert_array_equal(got, want)
+    states = threads_client.run(lambda dask_worker, spec=dp.spec: dask_worker.plugins[spec.plugin].entries[spec].state)
+    assert list(states.values()) == [dp.lineage] * 3 and dp.lineage[1] == 7
+    with pytest.raises(GradregError, match="steps_per_task=0"):
+        dp.train(gr.train.AdamOptimizer(0.05), batches, steps=1, progress=False, steps_per_task=0)
 
 
 def test_a_restarted_driver_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(threads_client, tmp_path):
