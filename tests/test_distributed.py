@@ -357,18 +357,16 @@ def test_the_dask_example_trains_a_tf_written_fixed_batch_graph_to_the_single_pr
 
 
 class KillOnShard(distributed.WorkerPlugin):
-    """Kills its worker's process the first time any worker starts a task whose key starts with
-    ``prefix`` (a shard's gradients, or with one shard a task of whole steps), once per marker file."""
+    """Kills its worker's process the first time any worker starts a shard task (once per marker file)."""
 
-    def __init__(self, marker: str, prefix: str = "gradreg-shard-"):
+    def __init__(self, marker: str):
         self.marker = marker
-        self.prefix = prefix
 
     def setup(self, worker):
         self.address = worker.address
 
     def transition(self, key, start, finish, **kwargs):
-        if finish != "executing" or not str(key).startswith(self.prefix):
+        if finish != "executing" or not str(key).startswith("gradreg-shard-"):
             return
         try:
             fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -379,36 +377,31 @@ class KillOnShard(distributed.WorkerPlugin):
         os._exit(1)
 
 
-@pytest.mark.parametrize("shards, prefix, after", [(2, "gradreg-shard-", 2), (1, "gradreg-step-", 1)],
-                         ids=["two-shards", "one-shard"])
-def test_a_worker_killed_mid_epoch_leaves_the_fault_free_runs_weights_bit_for_bit(process_client, tmp_path,
-                                                                                  shards, prefix, after):
-    """Two worker processes, steps sent ahead: a worker dies running a later step's task (two
-    shards: a shard's gradients; one shard: a task of two whole steps, which both workers run).
-    The other worker's replica carries on, the restarted worker gets a copy, the steps not yet
-    applied run again, and every loss and final weight equals the fault-free run's exactly."""
+def test_a_worker_killed_mid_epoch_leaves_the_fault_free_runs_weights_bit_for_bit(process_client, tmp_path):
+    """Two worker processes, two shards, steps sent ahead: a worker dies running step 3's shard.
+    The other worker's replica carries on, the restarted worker gets a copy, the step runs again,
+    and every loss and final weight equals the fault-free run's exactly."""
     graph = regression_graph()
     batches = [batch(seed) for seed in range(6)]
 
     def run(callback=None):
-        dp = DataParallel(graph, client=process_client, split=["x:0", "y:0"], backend="numpy", shards=shards)
+        dp = DataParallel(graph, client=process_client, split=["x:0", "y:0"], backend="numpy")
         losses = dp.train(gr.train.MomentumOptimizer(0.05, 0.9), batches, steps=6, progress=False,
-                          callback=callback, steps_per_task=2)
+                          callback=callback)
         return dp, losses, dp.session.run(dp.xs)
 
     clean, clean_losses, clean_values = run()
     marker = tmp_path / "killed"
 
     def kill_during_a_later_step(step, loss):
-        if step == after:
-            process_client.register_plugin(KillOnShard(str(marker), prefix), name="kill-on-shard")
+        if step == 2:
+            process_client.register_plugin(KillOnShard(str(marker)), name="kill-on-shard")
     try:
         faulty, losses, values = run(kill_during_a_later_step)
     finally:
         process_client.unregister_worker_plugin("kill-on-shard")
-    assert marker.read_text().startswith("tcp://")           # a worker died running a task of ours
-    # two shards: the lost shard runs again; one shard: the other worker may have run the steps itself
-    assert clean.retries == 0 and (shards == 1 or faulty.retries >= 1)
+    assert marker.read_text().startswith("tcp://")           # a worker died running a shard
+    assert faulty.retries >= 1 and clean.retries == 0
     assert faulty.global_step == clean.global_step == 6       # no step lost, none applied twice
     assert losses == clean_losses
     for got, want in zip(values, clean_values):
@@ -445,6 +438,34 @@ def test_one_shard_on_three_workers_trains_as_one_process_bit_for_bit(threads_cl
     assert list(states.values()) == [dp.lineage] * 3 and dp.lineage[1] == 7
     with pytest.raises(GradregError, match="steps_per_task=0"):
         dp.train(gr.train.AdamOptimizer(0.05), batches, steps=1, progress=False, steps_per_task=0)
+
+
+def test_one_shard_survives_a_worker_killed_mid_epoch_bit_for_bit(process_client):
+    """shards=1 on two worker processes, each running every step on its replica, calls of two steps
+    sent ahead: one worker's process exits while steps 2-5 are in flight. The other replica carries
+    on, and every loss and final weight equals the fault-free run's exactly."""
+    graph = regression_graph()
+    batches = [batch(seed) for seed in range(6)]
+
+    def run(callback=None):
+        dp = DataParallel(graph, client=process_client, split=["x:0", "y:0"], backend="numpy", shards=1)
+        losses = dp.train(gr.train.MomentumOptimizer(0.05, 0.9), batches, steps=6, progress=False,
+                          callback=callback, steps_per_task=2)
+        return dp, losses, dp.session.run(dp.xs)
+
+    clean, clean_losses, clean_values = run()
+    process_client.wait_for_workers(2, timeout=60)
+    victim = sorted(process_client.scheduler_info()["workers"])[0]
+
+    def kill_a_worker(step, loss):
+        if step == 1:
+            distributed.fire_and_forget(process_client.submit(os._exit, 1, workers=[victim], pure=False))
+    faulty, losses, values = run(kill_a_worker)
+    assert victim not in process_client.scheduler_info()["workers"]       # it died
+    assert faulty.global_step == clean.global_step == 6 and losses == clean_losses
+    for got, want in zip(values, clean_values):
+        np.testing.assert_array_equal(got, want)
+    process_client.wait_for_workers(2, timeout=60)   # the nanny restarted the killed worker
 
 
 def test_a_restarted_driver_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(threads_client, tmp_path):
@@ -523,6 +544,21 @@ def test_a_tf_written_graph_with_a_fixed_batch_gives_the_full_batch_gradients_on
     np.testing.assert_allclose(loss, 1.36951, rtol=1e-5)                 # TensorFlow's value (examples/mlp)
     for got, expected in zip(grads, want_grads):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+
+
+def test_one_shard_runs_a_fixed_batch_graph_as_written(threads_client):
+    """shards=1: nothing is split, so the batch TensorFlow fixed stays (the graph the workers run is
+    the written one, pins and all); a batch of another size is a FeedError on the driver."""
+    graph = _pinned_graph()
+    dp = DataParallel(graph, xs=["w"], client=threads_client, split=["x:0"], backend="numpy", shards=1)
+    assert dp.relax_batch is False and dp.batch_report.batch == 128 and dp.batch_report.freed == []
+    assert dp.graph.get_tensor("x:0").shape.as_list() == [128, 6]
+    x = np.random.default_rng(5).normal(size=(128, 6)).astype(np.float32)
+    (grad,) = dp.gradients({"x:0": x})
+    np.testing.assert_allclose(grad, np.repeat(x.sum(axis=0)[:, None], 3, axis=1), rtol=1e-5)
+    with pytest.raises(FeedError, match=r"feed 'x:0' has the static shape \[128, 6\].*one shard runs the graph "
+                                        r"as written: feed 128 examples \(not 64\)"):
+        dp.gradients({"x:0": x[:64]})
 
 
 def _pinned_graph() -> gr.Graph:

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 from dask.sizeof import sizeof
+from distributed.comm.core import CommClosedError
 
 import gradreg as gr
 from gradreg.distributed.errors import ClusterError, ReplicaMismatch
@@ -56,16 +57,18 @@ from gradreg.distributed.worker import (
     GraphPlugin,
     OptimizerUpdate,
     State,
+    StepRunner,
     add_pair,
     apply_update,
     export_state,
     import_state,
     replica_state,
     shard_gradients,
-    train_steps,
 )
 from gradreg.errors import ExecutionError, FeedError, GradregError
 from gradreg.model.traversal import needed_ops
+
+ACTOR_POLL = 0.5   # seconds between checks that the worker of a step runner call still lives
 
 
 @dataclass
@@ -77,6 +80,7 @@ class PendingSteps:
     state: State
     workers: list[str]
     futures: list
+    direct: bool = False      # the futures are calls of StepRunner actors, not tasks
 
 
 class DataParallel:
@@ -89,6 +93,7 @@ class DataParallel:
     ``split``: the feeds to cut along their batch axis (default: every feed, axis 0); a dict
     gives other axes. ``relax_batch``: free a batch size the graph fixes for the split feeds
     (see :func:`.graphs.free_batch`); with False each shard must hold exactly that many examples.
+    With one shard the graph runs as written (``relax_batch`` is then False: nothing is split).
     ``reduction``: "mean" when the loss averages over the batch (shards are
     weighted by their share of it, so the result is the full-batch gradient), "sum" when it
     sums (shards are added). ``shards``: how many (default: the number of workers now).
@@ -108,11 +113,14 @@ class DataParallel:
         if reduction not in REDUCTIONS:
             raise GradregError(f"reduction {reduction!r}: use 'mean' (the loss averages over the batch) or 'sum'")
         self.client = client if client is not None else default_client()
+        self.worker_timeout = worker_timeout
+        self.shards = shards if shards is not None else len(self._wait_for_a_worker())
         written = gr.load_graph(graph_bytes(graph_or_path))
         graph_def = written.as_graph_def()
         axes = declared_axes(written, split)
-        self.relax_batch = relax_batch
-        if relax_batch:
+        # One shard is the whole batch: the graph runs as written, as in one process.
+        self.relax_batch = relax_batch and self.shards > 1
+        if self.relax_batch:
             graph_def, self.batch_report = free_batch(graph_def, axes)
         else:
             self.batch_report = BatchReport(batch=static_batch(written, axes))
@@ -124,7 +132,6 @@ class DataParallel:
         self.digest = hashlib.sha256(self.graph_bytes).hexdigest()
         self.graph = gr.load_graph(self.graph_bytes)      # the driver's copy: checkpoints are written from it
         self.split, self.reduction, self.max_retries = split, reduction, max_retries
-        self.worker_timeout = worker_timeout
         self.graph_variables = {v.op.name: v for v in gr.train.find_variables(self.graph)}
         ys = [loss] if isinstance(loss, str) else list(loss)
         self.ys = [self._scalar_loss(tensor_name(y)) for y in ys]
@@ -149,9 +156,9 @@ class DataParallel:
         self.lineage: State | None = None   # the state every replica holds (None: push the driver's)
         self.driver_current = True          # the driver's Session holds the newest values
         self.known_workers: set[str] = set()
+        self.runners: dict[str, tuple[Any, Any]] = {}   # worker -> (future, StepRunner actor)
         self.last_ys: list = []
         self.replica_losses: dict[int, list] = {}   # step -> loss values, as the replicas last reported
-        self.shards = shards if shards is not None else len(self._wait_for_a_worker())
         self.client.register_plugin(GraphPlugin(self.plugin_name, self.graph_bytes), name=self.plugin_name)
         self.closed = False
 
@@ -273,8 +280,10 @@ class DataParallel:
         self.replica_losses = {}
 
     def _states(self) -> dict[str, dict | None]:
+        """Each reachable worker's replica state (None: no replica, or none it can build). A worker
+        the scheduler still lists but that cannot be reached (it just died) is left out."""
         states = self.client.run(replica_state, self.spec, on_error="return")
-        return {w: s if isinstance(s, dict) else None for w, s in states.items()}
+        return {w: s if isinstance(s, dict) else None for w, s in states.items() if not isinstance(s, OSError)}
 
     def _recover(self) -> None:
         """Bring every worker's replica to the newest state of this lineage (a worker that joined,
@@ -391,29 +400,29 @@ class DataParallel:
         common, shards = steps[0]
         if len(shards) == 1:
             # One shard (fixed when the DataParallel was made): each replica runs the whole steps,
-            # one task per worker, each step one compiled plan as in one process; no gradient moves.
+            # each one compiled plan as in one process, called straight from here (a Dask actor
+            # per worker, no scheduler in between); no gradient moves.
             feeds = [{**c, **s[0].feeds} for c, s in steps]
-            futures = [self.client.submit(train_steps, self.spec, update.blueprint, state, feeds,
-                                          key=f"gradreg-step-{tag}-{i}", pure=False, workers=[w],
-                                          allow_other_workers=True) for i, w in enumerate(workers)]
-        else:
-            if len(steps) != 1:
-                raise GradregError("a task of several shards runs one step")
-            parts = [self.client.submit(shard_gradients, self.spec, state, {**common, **shard.feeds}, shard.weight,
-                                        key=f"gradreg-shard-{tag}-{i}", pure=False,
-                                        workers=[workers[i % len(workers)]], allow_other_workers=True)
-                     for i, shard in enumerate(shards)]
-            total = self._reduce(parts, tag)
-            futures = [self.client.submit(apply_update, self.spec, update.blueprint, state, total,
-                                          key=f"gradreg-apply-{tag}-{i}", pure=False, workers=[w],
-                                          allow_other_workers=True) for i, w in enumerate(workers)]
+            runners = self._runners(workers)
+            futures = [runners[w].steps(update.blueprint, state, feeds) for w in workers]
+            return PendingSteps(update, list(steps), state, workers, futures, direct=True)
+        if len(steps) != 1:
+            raise GradregError("a task of several shards runs one step")
+        parts = [self.client.submit(shard_gradients, self.spec, state, {**common, **shard.feeds}, shard.weight,
+                                    key=f"gradreg-shard-{tag}-{i}", pure=False,
+                                    workers=[workers[i % len(workers)]], allow_other_workers=True)
+                 for i, shard in enumerate(shards)]
+        total = self._reduce(parts, tag)
+        futures = [self.client.submit(apply_update, self.spec, update.blueprint, state, total,
+                                      key=f"gradreg-apply-{tag}-{i}", pure=False, workers=[w],
+                                      allow_other_workers=True) for i, w in enumerate(workers)]
         return PendingSteps(update, list(steps), state, workers, futures)
 
     def _finish(self, inflight: deque[PendingSteps], on_step: Callable[[list], Any] | None) -> None:
         """Wait for the oldest steps in flight; after a failure, recover and run them and the ones after them again."""
         pending = inflight[0]
         try:
-            results = self.client.gather(pending.futures)
+            results = self._gather(pending)
         except _retryable() as exc:
             self._rerun(inflight, f"{type(exc).__name__}: {exc}", on_step)
             return
@@ -437,7 +446,10 @@ class DataParallel:
         groups = list(inflight)
         inflight.clear()
         for pending in groups:
-            self.client.cancel(pending.futures)
+            if not pending.direct:
+                self.client.cancel(pending.futures)
+        if any(p.direct for p in groups):
+            self.runners.clear()      # made again for the workers there are after the recovery
         failures = [failure] if failure else []
         self._recover_quietly()
         for pending in groups:
@@ -460,7 +472,7 @@ class DataParallel:
                     raise ClusterError(f"the replicas are in state {self._current()}, step {step} of lineage "
                                        f"{lineage} cannot run again")
                 self.retries += 1
-                results = self.client.gather(self._submit(update, [one], None, len(failures)).futures)
+                results = self._gather(self._submit(update, [one], None, len(failures)))
                 done = [r for r in results if r["ys"] is not None]
                 if not done:
                     raise ReplicaMismatch("no worker held the step's state")
@@ -476,6 +488,35 @@ class DataParallel:
                     raise ClusterError(f"a data-parallel step failed {len(failures)} times as workers were lost; "
                                        f"last: {failures[-1]}") from None
                 self._recover_quietly()
+
+    def _gather(self, pending: PendingSteps) -> list[dict]:
+        if not pending.direct:
+            return self.client.gather(pending.futures)
+        return [self._call_result(worker, call) for worker, call in zip(pending.workers, pending.futures)]
+
+    def _call_result(self, worker: str, call: Any) -> dict:
+        """The result of a StepRunner call; CommClosedError if its worker left (Dask would wait for
+        the actor to come back on that very worker, which it never does)."""
+        made = self.runners.get(worker, (None, None))[0]
+        while True:
+            try:
+                return call.result(timeout=ACTOR_POLL)
+            except TimeoutError:      # (an OSError too: first) the call still runs, or its worker is gone
+                if made is None or made.status != "finished":
+                    raise CommClosedError(f"worker {worker} left while running steps") from None
+            except OSError as exc:
+                raise CommClosedError(f"the step runner on worker {worker} is unreachable: {exc}") from None
+
+    def _runners(self, workers: list[str]) -> dict[str, Any]:
+        """A :class:`.worker.StepRunner` actor on each of ``workers`` (made on first use, kept while they live)."""
+        for gone in set(self.runners) - set(workers):
+            del self.runners[gone]
+        made = {w: self.client.submit(StepRunner, self.spec, actor=True, workers=[w], allow_other_workers=False,
+                                      pure=False, key=f"gradreg-runner-{self.plugin_name}-{uuid.uuid4().hex[:8]}")
+                for w in workers if w not in self.runners}
+        for w, future in made.items():
+            self.runners[w] = (future, future.result())
+        return {w: actor for w, (_, actor) in self.runners.items()}
 
     def _with_retries(self, once, start: State | None):
         failures: list[str] = []   # messages only: an exception would keep the failed step's futures alive
@@ -518,6 +559,10 @@ class DataParallel:
             split_axes = [i for i, (a, b) in enumerate(zip(full_shapes[name], part.shape)) if a != b] or [0]
             fixed = [i for i in split_axes if i < len(dims) and dims[i] is not None]
             sizes = sorted({s.size for s in shards})
+            if fixed and sizes != [dims[fixed[0]]] and len(shards) == 1:
+                raise FeedError(f"feed '{name}' has the static shape {dims} in the graph, and one shard runs the "
+                                f"graph as written: feed {dims[fixed[0]]} examples (not {sizes[0]}), or split "
+                                f"the batch over shards=2 or more (which frees it)")
             if fixed and sizes != [dims[fixed[0]]]:
                 raise FeedError(f"feed '{name}' has the static shape {dims} in the graph: each shard must hold "
                                 f"{dims[fixed[0]]} examples (these hold {', '.join(map(str, sizes))}); feed "
@@ -570,6 +615,7 @@ class DataParallel:
         """Remove the graph (its plugin and replicas) from the workers."""
         if not self.closed:
             self.closed = True
+            self.runners.clear()      # the actors go when their futures are released
             self.client.unregister_worker_plugin(self.plugin_name)
 
     def __enter__(self) -> DataParallel:
@@ -639,5 +685,6 @@ def _cluster_failures() -> tuple[type[BaseException], ...]:
     from concurrent.futures import CancelledError
 
     from distributed import KilledWorker
-    from distributed.comm.core import CommClosedError
-    return (KilledWorker, CancelledError, CommClosedError)
+
+    # OSError: connecting to a worker that died but is still listed times out
+    return (KilledWorker, CancelledError, CommClosedError, OSError)
