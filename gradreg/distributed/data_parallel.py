@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -68,7 +69,8 @@ from gradreg.distributed.worker import (
 from gradreg.errors import ExecutionError, FeedError, GradregError
 from gradreg.model.traversal import needed_ops
 
-ACTOR_POLL = 0.5   # seconds between checks that the worker of a step runner call still lives
+ACTOR_POLL = 0.5          # seconds between checks that the worker of a step runner call still lives
+MEMBERSHIP_CHECK = 1.0    # seconds a look-up of the cluster's workers is trusted for
 
 
 @dataclass
@@ -157,6 +159,7 @@ class DataParallel:
         self.driver_current = True          # the driver's Session holds the newest values
         self.known_workers: set[str] = set()
         self.runners: dict[str, tuple[Any, Any]] = {}   # worker -> (future, StepRunner actor)
+        self.membership_checked = -MEMBERSHIP_CHECK      # when the scheduler last said who the workers are
         self.last_ys: list = []
         self.replica_losses: dict[int, list] = {}   # step -> loss values, as the replicas last reported
         self.client.register_plugin(GraphPlugin(self.plugin_name, self.graph_bytes), name=self.plugin_name)
@@ -315,11 +318,20 @@ class DataParallel:
         return self.lineage
 
     def _ready(self) -> list[str]:
-        """The workers, every one holding the current state (pushing or copying it first if needed)."""
+        """The workers, every one holding the current state (pushing or copying it first if needed).
+
+        The scheduler is asked who the workers are at most every MEMBERSHIP_CHECK seconds (a
+        round trip each time): a worker that joined gets its copy by then, and a worker that
+        left shows sooner, in the step that needed it."""
+        now = time.monotonic()
+        if self.lineage is not None and self.known_workers and now - self.membership_checked < MEMBERSHIP_CHECK:
+            return sorted(self.known_workers)
         workers = sorted(self.client.scheduler_info().get("workers", {})) or self._wait_for_a_worker()
+        self.membership_checked = now
         if self.lineage is None or not set(workers) <= self.known_workers:
             self._recover()
             workers = sorted(self.known_workers)
+        self.known_workers = set(workers)
         return workers
 
     # -- evaluation ----------------------------------------------------------------------------
