@@ -9,6 +9,8 @@ clock and peak resident memory of the whole process, Python's start-up and impor
 and from inside (seconds of the step itself, ``in-process``):
 
 * ``gradreg inspect``: the command a user runs on a file (``gradreg inspect FILE``, its entry point);
+  over 100,000 nodes it summarizes the file from a node table without building the graph;
+* ``gradreg inspect --full``: the same command building the graph (and inferring shapes);
 * ``gradreg load``: ``gradreg.load_graph(FILE)`` alone;
 * ``tf import``: ``tf.compat.v1.GraphDef.FromString`` then ``tf.graph_util.import_graph_def``
   into a new graph (when TensorFlow is installed).
@@ -104,7 +106,7 @@ _GRADREG_INSPECT = """
 import atexit, sys, time
 start = time.perf_counter()
 atexit.register(lambda: print('{"seconds": %r}' % (time.perf_counter() - start)))
-sys.argv = ["gradreg", "inspect", sys.argv[1]]
+sys.argv = ["gradreg", "inspect", sys.argv[1]] + sys.argv[3:]
 from gradreg.cli import entry
 entry()
 """
@@ -125,10 +127,10 @@ def drop_from_cache(path: pathlib.Path) -> None:
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run_once(script: str, path: pathlib.Path, nodes: int) -> dict:
+def run_once(script: str, path: pathlib.Path, nodes: int, extra: tuple[str, ...] = ()) -> dict:
     """One process: its wall clock, peak resident set (wait4's rusage) and the step's seconds."""
     start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-c", script, str(path), str(nodes)], stdout=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-c", script, str(path), str(nodes), *extra], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=ENV)
     out_err: list[str] = []
     _, status, usage = os.wait4(process.pid, 0)
@@ -169,12 +171,13 @@ def main() -> None:
         start = time.perf_counter()
         path.write_bytes(chain_graph_def(args.nodes))
         print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
-    contenders = {"gradreg inspect": _GRADREG_INSPECT, "gradreg load": _GRADREG_LOAD}
+    contenders = {"gradreg inspect": (_GRADREG_INSPECT, ()), "gradreg inspect --full": (_GRADREG_INSPECT, ("--full",)),
+                  "gradreg load": (_GRADREG_LOAD, ())}
     if not args.no_tf:
         try:
             import importlib.util
             if importlib.util.find_spec("tensorflow") is not None:
-                contenders["tf import"] = _TF_IMPORT
+                contenders["tf import"] = (_TF_IMPORT, ())
         except ValueError:
             pass
     subprocess.run([sys.executable, "-c", "import gradreg.cli, gradreg.formats.graphdef"], env=ENV, check=True)
@@ -183,19 +186,19 @@ def main() -> None:
           f"speed: it moves with the load)")
     print(f"chain of {args.nodes:,} nodes, {path.stat().st_size / 1e6:.1f} MB; median (min..max) of {args.runs} "
           f"processes each")
-    print(f"  {'':24s} {'wall, whole process':>24s} {'in-process':>22s} {'CPU, whole process':>22s} "
+    print(f"  {'':32s} {'wall, whole process':>24s} {'in-process':>22s} {'CPU, whole process':>22s} "
           f"{'peak RSS':>22s}")
     for cache in ("cold", "warm"):
         results: dict[str, list[dict]] = {name: [] for name in contenders}
         for _ in range(args.runs):       # the contenders take turns, so that load hits them alike
-            for name, script in contenders.items():
+            for name, (script, extra) in contenders.items():
                 if cache == "cold":
                     drop_from_cache(path)
                 else:
                     path.read_bytes()
-                results[name].append(run_once(script, path, args.nodes))
+                results[name].append(run_once(script, path, args.nodes, extra))
         for name, runs in results.items():
-            print(f"  {name + ' (' + cache + ')':24s} {_spread([r['wall'] for r in runs], ' s'):>24s} "
+            print(f"  {name + ' (' + cache + ')':32s} {_spread([r['wall'] for r in runs], ' s'):>24s} "
                   f"{_spread([r['inside'] for r in runs], ' s'):>22s} {_spread([r['cpu'] for r in runs], ' s'):>22s} "
                   f"{_spread([r['rss_mb'] for r in runs], ' MB', '{:.0f}'):>22s}")
     print(report_load())

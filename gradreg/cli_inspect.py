@@ -12,12 +12,25 @@ results, not loop internals or control-flow and variable plumbing.
 from __future__ import annotations
 
 import collections
+import itertools
+import os
+import re
+import stat
 from typing import Any
 
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from gradreg import config
 from gradreg.errors import GradregError
+from gradreg.file_access import check_named_file
+from gradreg.formats import format_for_path
+from gradreg.formats.graphdef import BINARY
 from gradreg.model.frames import ENTER, EXIT, LOOP_COND, NEXT_ITERATION, SWITCH, LoopStructure, is_loop_merge
-from gradreg.model.graph import Graph, Operation, Tensor
+from gradreg.model.graph import FunctionLibrary, Graph, Operation, Tensor, parse_input_name, unlinked_operation
 from gradreg.model.model_file import DeclaredTensor, model_file
+from gradreg.model.node_bytes import read_table, split_graph_def
+from gradreg.model.shape_inference import infer_shapes
 from gradreg.model.shapes import TensorShape
 from gradreg.model.traversal import topological_order
 
@@ -116,7 +129,7 @@ def _used(tensors: list[Tensor], scope: str) -> bool:
     return False
 
 
-def _plumbing(op: Operation, graph: Graph) -> bool:
+def _plumbing(op: Any, graph: Graph | None) -> bool:
     """A sink that only passes on a constant, a variable, or a loop variable nobody reads while
     the loop's other results are used (a While's unused outputs; a TF1 loop has an Exit per loop
     variable, the counter's among them)."""
@@ -133,7 +146,7 @@ def _plumbing(op: Operation, graph: Graph) -> bool:
         return True
     if source.type in LOOPS:
         return _used([t for t in source.outputs if t is not source_tensor], source.name)
-    if source.type in EXIT:
+    if source.type in EXIT and graph is not None:
         scope = source.name.rpartition("/")[0]
         siblings = [o.outputs[0] for o in graph.operations()
                     if o.type in EXIT and o is not source and o.name.rpartition("/")[0] == scope]
@@ -152,11 +165,17 @@ def real_outputs(graph: Graph) -> list[Tensor]:
         outputs = op.outputs
         if len(outputs) == 1 and outputs[0].consumers_view():
             continue
-        if (any(t.consumers_view() for t in outputs) or op.type in NOT_OUTPUTS or op in inside_loops
-                or is_loop_merge(op) or _saver_plumbing(op) or op.control_outputs or _plumbing(op, graph)):
-            continue
-        out.extend(op.outputs)
+        if not any(t.consumers_view() for t in outputs) and _is_result(op, graph, inside_loops):
+            out.extend(op.outputs)
     return out
+
+
+def _is_result(op: Any, graph: Graph | None, inside_loops: set[Operation]) -> bool:
+    """Whether ``op``, whose outputs nobody consumes, computes a result (see real_outputs). ``op``
+    is an Operation, or a view of one in a graph not built (QuickGraph, which has no v1 loops:
+    ``graph`` is None there)."""
+    return not (op.type in NOT_OUTPUTS or op in inside_loops or is_loop_merge(op) or _saver_plumbing(op)
+                or op.control_outputs or _plumbing(op, graph))
 
 
 def node_info(op: Operation) -> dict[str, Any]:
@@ -221,7 +240,12 @@ def summary_lines(path: str, summary: dict[str, Any]) -> list[str]:
     for kind in ("inputs", "outputs"):
         tensors = summary["signature"][kind]
         lines.append(f"{kind}:" if tensors else f"{kind}: none")
-        lines += [f"  {t['name']}  {t['dtype'] or '?'} {shape_text(t['shape'])}" for t in tensors]
+        unknown = kind == "outputs" and "quick" in summary      # shapes not inferred: not "unknown"
+        lines += [f"  {t['name']}  {t['dtype'] or '?'} "
+                  f"{'(shape not inferred)' if unknown else shape_text(t['shape'])}" for t in tensors]
+    if "quick" in summary:
+        lines.append(f"read quickly (over {summary['quick']['from_nodes']:,} nodes, the graph was not built): "
+                     f"output shapes not inferred, dtypes and cycles not checked; --full builds it")
     lines.append("op types:")
     lines += _histogram_lines(summary["op_types"])
     if summary["functions"]:
@@ -249,3 +273,202 @@ def node_lines(summary: dict[str, Any]) -> list[str]:
         outputs = ", ".join(f"{o['dtype'] or '?'} {shape_text(o['shape'])}" for o in node["outputs"]) or "-"
         lines.append(f"{node['name']}  {node['op']}({', '.join(node['inputs'])}) -> {outputs}")
     return lines
+
+
+# -- a big GraphDef, summarized without building it ------------------------------------------
+
+QUICK_FROM = 100_000     # nodes: a GraphDef this big is summarized from its node table
+
+
+def quick_graph_summary(path: str) -> dict[str, Any] | None:
+    """:func:`graph_summary` of a binary GraphDef of QUICK_FROM nodes or more, read without
+    building the graph (~1 s for 10**6 nodes, where building it takes ~10): node names, op types
+    and inputs are read as columns (gradreg.model.node_bytes.read_table) and only the nodes the
+    signature needs -- placeholders, nodes nobody consumes, and what the output rules look at --
+    are made into Operations, without inputs. What it does not do: infer shapes (an output's
+    shape is not known, an input's is the one its placeholder declares), check input dtypes,
+    attrs other than those nodes' or cycles -- ``gradreg check`` loads the graph and does.
+
+    None (for the caller to load the graph) for anything else: a smaller graph, another format,
+    a file that is not a regular one, v1 loops (Enter/Exit), nodes not laid out as protobuf
+    writes them, duplicate or missing names, inputs naming missing nodes, more nodes than the
+    limit: loading the graph then says what is wrong."""
+    check_named_file(path, path)
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_size < QUICK_FROM * 8 or format_for_path(path) is not BINARY:
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    quick = QuickGraph.read(data, path, config.max_nodes)
+    if quick is None:
+        return None
+    return quick.summary()
+
+
+class QuickGraph:
+    """A GraphDef's node table (gradreg.model.node_bytes.NodeTable) with its inputs resolved to
+    node numbers, and views of its nodes (_OpView) made on demand: what graph_summary's rules
+    look at, without an Operation and a Tensor for each node."""
+
+    def __init__(self, table: Any, nodes: list[bytes], template: Any, source: str, producer: Any, port: Any,
+                 control: Any):
+        self.table, self.nodes, self.source = table, nodes, source
+        self.producer, self.port, self.control = producer, port, control
+        self.consumer = np.repeat(np.arange(len(table), dtype=np.int64), np.diff(table.input_start))
+        self.graph = Graph()        # for op definitions: the registry's and the file's functions
+        self.graph.share_library(FunctionLibrary(template.library))
+        self._views: dict[int, _OpView] = {}
+        self._consumers: Any = None
+
+    @classmethod
+    def read(cls, data: bytes, source: str, max_nodes: int) -> QuickGraph | None:
+        """The QuickGraph of a binary GraphDef's bytes, or None (see quick_graph_summary)."""
+        try:
+            template, nodes = split_graph_def(data)
+        except (DecodeError, ValueError, RuntimeError):
+            return None
+        n = len(nodes)
+        if n < QUICK_FROM or n > max_nodes:
+            return None
+        table = read_table(nodes)
+        if table is None:
+            return None
+        index = dict(zip(table.names, range(n)))
+        op_types = set(table.ops)
+        if (len(index) != n or "" in index or "" in op_types or op_types & (ENTER | EXIT)
+                or re.search(r"[\x00-\x1f\x7f]", "".join(op_types)) or re.search(r"[\x00-\x1f\x7f]", "".join(index))):
+            return None
+        inputs = table.inputs
+        producer = np.fromiter(map(index.get, inputs, itertools.repeat(-1)), np.int64, len(inputs))
+        port = np.zeros(len(inputs), np.int64)
+        control = np.zeros(len(inputs), bool)
+        for k in np.flatnonzero(producer < 0).tolist():     # x:1, ^x (and missing nodes)
+            name, at, is_control = parse_input_name(inputs[k])
+            found = index.get(name)
+            if found is None:
+                return None
+            producer[k], port[k], control[k] = found, at, is_control
+        return cls(table, nodes, template, source, producer, port, control)
+
+    def view(self, i: int) -> _OpView:
+        found = self._views.get(i)
+        if found is None:
+            found = self._views[i] = _OpView(self, i)
+        return found
+
+    def consumers(self, i: int, port: int) -> list[_OpView]:
+        """The nodes with output ``port`` of node i among their data inputs."""
+        if self._consumers is None:
+            data = np.flatnonzero(~self.control)
+            order = data[np.argsort(self.producer[data], kind="stable")]
+            self._consumers = (order, self.producer[order])
+        order, sorted_producers = self._consumers
+        lo, hi = np.searchsorted(sorted_producers, [i, i + 1])
+        found = order[lo:hi]
+        return [self.view(int(c)) for c in self.consumer[found[self.port[found] == port]].tolist()]
+
+    def control_consumers(self, i: int) -> list[_OpView]:
+        found = np.flatnonzero(self.control & (self.producer == i))
+        return [self.view(int(c)) for c in self.consumer[found].tolist()]
+
+    def summary(self) -> dict[str, Any]:
+        """graph_summary's dict, with ``quick`` saying what was not done."""
+        table = self.table
+        n = len(table)
+        consumed = np.bincount(self.producer[~self.control], minlength=n)
+        outputs: list[_TensorView] = []
+        for i in np.flatnonzero(consumed == 0).tolist():
+            if table.ops[i] in NOT_OUTPUTS:
+                continue
+            op = self.view(i)
+            if op.outputs and _is_result(op, None, set()):
+                outputs.extend(op.outputs)
+        placeholders = [self.view(i) for i, t in enumerate(table.ops) if t in PLACEHOLDERS]
+        functions = function_summary(self.graph)
+        in_functions: collections.Counter[str] = collections.Counter()
+        for info in functions.values():
+            in_functions.update(info["op_types"])
+        return {
+            "nodes": n,
+            "signature": {"inputs": [tensor_info(op.outputs[0]) for op in placeholders  # type: ignore[arg-type]
+                                     if op.outputs and not _feeds_only_saver(op)],  # type: ignore[arg-type]
+                          "outputs": [{**tensor_info(t), "shape": None} for t in outputs]},  # type: ignore[arg-type]
+            "op_types": dict(sorted(collections.Counter(table.ops).items())),
+            "function_nodes": sum(info["nodes"] for info in functions.values()),
+            "function_op_types": dict(sorted(in_functions.items())),
+            "functions": functions,
+            "quick": {"from_nodes": QUICK_FROM, "shapes": "not inferred",
+                      "not checked": ["input dtypes", "attrs of most nodes", "cycles"]},
+        }
+
+
+class _OpView:
+    """A node of a QuickGraph as the summary rules see an Operation: name, type, outputs (typed
+    from the node's attrs), inputs, control inputs and outputs."""
+
+    def __init__(self, quick: QuickGraph, i: int):
+        self._quick, self._i = quick, i
+        self.name: str = quick.table.names[i]
+        self.type: str = quick.table.ops[i]
+        self._outputs: list[_TensorView] | None = None
+
+    @property
+    def outputs(self) -> list[_TensorView]:
+        if self._outputs is None:
+            quick = self._quick
+            op = unlinked_operation(quick.graph, quick.nodes[self._i], quick.source)
+            start, stop = quick.table.input_start[self._i], quick.table.input_start[self._i + 1]
+            try:
+                if op.type in PLACEHOLDERS and op.outputs:      # the shape it declares
+                    op.outputs[0].shape = op.get_attr("shape")
+                elif op.definition is not None and not (~quick.control[start:stop]).any():
+                    infer_shapes(op)    # a node without data inputs: its attrs say its shapes
+            except GradregError:
+                pass
+            self._outputs = [_TensorView(self, k, t.dtype, t.shape) for k, t in enumerate(op.outputs)]
+        return self._outputs
+
+    def _inputs(self, control: bool) -> list[int]:
+        quick = self._quick
+        start, stop = quick.table.input_start[self._i], quick.table.input_start[self._i + 1]
+        return [k for k in range(start, stop) if bool(quick.control[k]) is control]
+
+    @property
+    def inputs(self) -> list[_TensorView]:
+        quick = self._quick
+        out = []
+        for k in self._inputs(False):
+            producer = quick.view(int(quick.producer[k]))
+            port = int(quick.port[k])
+            outputs = producer.outputs
+            out.append(outputs[port] if port < len(outputs) else _TensorView(producer, port, None, None))
+        return out
+
+    @property
+    def control_inputs(self) -> list[_OpView]:
+        return [self._quick.view(int(self._quick.producer[k])) for k in self._inputs(True)]
+
+    @property
+    def control_outputs(self) -> list[_OpView]:
+        return self._quick.control_consumers(self._i)
+
+
+class _TensorView:
+    """An output of an _OpView."""
+
+    def __init__(self, op: _OpView, value_index: int, dtype: Any, shape: TensorShape | None):
+        self.op, self.value_index, self.dtype = op, value_index, dtype
+        self.shape = shape if shape is not None else TensorShape(None)
+
+    @property
+    def name(self) -> str:
+        return f"{self.op.name}:{self.value_index}"
+
+    def consumers_view(self) -> list[_OpView]:
+        return self.op._quick.consumers(self.op._i, self.value_index)

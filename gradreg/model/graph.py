@@ -22,9 +22,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from google.protobuf import message as protobuf_message
 
 from gradreg import config, deadline
-from gradreg.errors import GraphError, ShapeError, TypeMismatchError, UnknownOpError, describe_node, shown
+from gradreg.errors import (
+    GraphError,
+    GraphFileError,
+    ShapeError,
+    TypeMismatchError,
+    UnknownOpError,
+    describe_node,
+    shown,
+)
 from gradreg.model import attrs as attr_util
 from gradreg.model import catalog
 from gradreg.model.dtypes import DType
@@ -1224,6 +1233,19 @@ class _Importer:
             infer_shapes(op)
         except GraphError as exc:
             raise type(exc)(f"{self.source}: {exc}") from None
+
+
+def unlinked_operation(graph: Graph, raw: bytes, source: str) -> Operation:
+    """The Operation of one serialized NodeDef, checked as import_graph_def checks it (name, attr
+    kinds and counts) and with its outputs typed, but with no inputs, not in ``graph`` (whose
+    op definitions and library it uses) and without shapes: for a look at a few nodes of a graph
+    too big to build (gradreg.cli_inspect)."""
+    try:
+        node_def_pb2.NodeDef.FromString(raw)
+    except (protobuf_message.DecodeError, ValueError, RuntimeError) as exc:
+        raise GraphFileError(f"{source}: not a binary GraphDef (truncated or corrupt: {exc})") from None
+    op, _ = _Importer(graph, source, 1).add(raw)
+    return op
 
 
 def _check_node_name(name: str, op_type: str, source: str) -> None:
