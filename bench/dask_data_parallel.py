@@ -27,8 +27,8 @@ overhead per part, per step:
   unpickles the same bytes;
 * sched+wait: what is left of the step's wall time. One worker (one shard): the driver's
   calls of the worker's StepRunner actor (driver -> worker -> driver, no scheduler), a call
-  of 1, 2, 4, then up to 8 steps, its shards inside; more workers: the tasks' trips through
-  the scheduler. Both include waiting for a core.
+  of up to 8 steps, its shards inside; more workers: the tasks' trips through the scheduler.
+  Both include waiting for a core.
 
 Bytes per step: the shards the driver sends inside the calls or tasks, plus what the workers
 send each other (Dask's transfer logs). The parameters are sent once, before the first step.

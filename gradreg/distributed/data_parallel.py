@@ -367,8 +367,8 @@ class DataParallel:
         there, outside the worker's thread pool (:meth:`.worker.Replica.wait_for`), so one step
         follows another without a round trip to the driver or the scheduler. With one shard a task
         runs up to ``steps_per_task`` consecutive steps (the batches travel together; the replica
-        runs them one after the other), so a step's share of the round trip through the scheduler
-        is that much smaller. ``on_step(ys)`` is called with each step's loss values, in order, as
+        runs them one after the other), so a step's share of the round trip to the worker is that
+        much smaller. ``on_step(ys)`` is called with each step's loss values, in order, as
         its task returns. At every multiple of ``drain_every`` (steps counted from
         ``counted_from``) the pipeline empties, so a checkpoint sees the state after exactly that
         step. Returns the number of steps run.
@@ -378,20 +378,16 @@ class DataParallel:
         inflight: deque[PendingSteps] = deque()
         group: list[tuple[dict, list[Shard]]] = []
         count = 0
-        size = 1     # steps in the next task: 1, 2, 4, ... up to steps_per_task once the pipeline is empty
         for feeds in batches:
             common, shards = self._split(feeds, split)
             group.append((common, shards))
             count += 1
             drain = drain_every is not None and (counted_from + count) % drain_every == 0
-            if drain or len(group) >= (size if len(shards) == 1 else 1):
-                # The first task is small, so the worker starts while the next, larger ones travel.
+            if drain or len(group) >= (steps_per_task if len(shards) == 1 else 1):
                 inflight.append(self._submit(update, group, inflight[-1] if inflight else None))
-                group, size = [], min(2 * size, steps_per_task)
+                group = []
             while inflight and (len(inflight) > window or drain):
                 self._finish(inflight, on_step)
-            if not inflight:
-                size = 1
         if group:
             inflight.append(self._submit(update, group, inflight[-1] if inflight else None))
         while inflight:

@@ -37,6 +37,7 @@ from gradreg.errors import GradientError, GradregError
 
 State = tuple[str, int]
 STEP_WAIT = 120.0   # seconds a task sent ahead waits for the step before it on its worker
+IN_LOOP = 0.25       # seconds: a StepRunner call whose steps take less runs on the worker's event loop thread
 KEEP_LOSSES = 1024   # the losses of the last steps a replica remembers (steps in flight when a worker died)
 
 
@@ -163,6 +164,7 @@ class Replica:
         self.lock = threading.Lock()
         self.changed = threading.Condition()   # notified whenever the state moves
         self.busy = {"shard": 0.0, "apply": 0.0, "step": 0.0}  # seconds spent computing (not waiting), for benchmarks
+        self.step_seconds = float("inf")    # the last whole step's compute (none yet: as long as can be)
 
     # -- evaluation -----------------------------------------------------------------------------
     def shard(self, feeds: dict[str, Any], weight: float) -> dict:
@@ -228,7 +230,8 @@ class Replica:
         run = self.update(blueprint).step_callable(self.session, self.ys, self.grads, names)
         ys = [np.asarray(y) for y in run(*feeds.values())[1:]]
         self._check_scalar(ys)
-        self.busy["step"] += time.perf_counter() - start
+        self.step_seconds = time.perf_counter() - start
+        self.busy["step"] += self.step_seconds
         self.set_state((lineage, step + 1))
         self.last.pop(step + 1 - KEEP_LOSSES, None)
         self.last[step + 1] = ys
@@ -409,8 +412,9 @@ class StepRunner:
 
     Calls sent ahead may arrive out of order: a call for a state the replica has not reached
     waits (in the worker's event loop, not in a thread, woken when a call before it is done)
-    until the one before it has run; the steps themselves run one at a time on this runner's
-    thread.
+    until the one before it has run. The steps run one call at a time: on the worker's event
+    loop thread when the call's steps take less than IN_LOOP seconds together (judged by the
+    replica's last step; the worker answers again after that long), else on this runner's thread.
     """
 
     def __init__(self, spec: GradientSpec):
@@ -418,12 +422,15 @@ class StepRunner:
         self.worker = get_worker()
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="gradreg-steps")
         self.done: asyncio.Condition | None = None     # made in the worker's event loop, on the first call
+        self.replica: Replica | None = None
 
     async def steps(self, blueprint: bytes, state: State, batches: list[dict[str, Any]]) -> dict:
         loop = asyncio.get_running_loop()
         if self.done is None:
             self.done = asyncio.Condition()
-        replica = await loop.run_in_executor(self.pool, _on_replica, self.spec, lambda r: r, self.worker)
+        replica = self.replica
+        if replica is None:    # built (graph loaded, gradients taken) on the runner's thread, once
+            replica = self.replica = await loop.run_in_executor(self.pool, _replica_of, self.spec, self.worker)
         deadline = loop.time() + STEP_WAIT
         async with self.done:
             while replica.behind(state) and loop.time() < deadline:
@@ -431,11 +438,20 @@ class StepRunner:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.done.wait(), 0.05)
         try:
+            if replica.step_seconds * len(batches) < IN_LOOP:
+                # Short steps run on the event loop's thread, as client.run's functions do: handing the
+                # GIL back and forth between it and a compute thread cost them 15-30% on a loaded machine.
+                return _run_steps(self.spec, self.worker, blueprint, state, batches)
             return await loop.run_in_executor(self.pool, _run_steps, self.spec, self.worker, blueprint, state,
                                               batches)
         finally:
             async with self.done:
                 self.done.notify_all()
+
+
+def _replica_of(spec: GradientSpec, worker) -> Replica:
+    replica: Replica = _on_replica(spec, lambda r: r, worker)
+    return replica
 
 
 def _run_steps(spec: GradientSpec, worker, blueprint: bytes, state: State, batches: list[dict[str, Any]]) -> dict:
