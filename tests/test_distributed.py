@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -466,6 +467,31 @@ def test_one_shard_survives_a_worker_killed_mid_epoch_bit_for_bit(process_client
     for got, want in zip(values, clean_values):
         np.testing.assert_array_equal(got, want)
     process_client.wait_for_workers(2, timeout=60)   # the nanny restarted the killed worker
+
+
+def test_a_replica_asked_again_for_steps_it_applied_skips_them_with_their_losses():
+    """A call of steps run again (its answer lost with a worker) finds the replica several steps on:
+    those steps are not applied twice, their losses are the ones the replica remembers."""
+    from gradreg.distributed.worker import GradientSpec, Replica
+    graph = regression_graph()
+    spec = GradientSpec(plugin="p", digest="d", ys=("loss:0",), xs=("w1", "b1", "w2"),
+                        variables=("w1", "b1", "w2"), backend="numpy")
+    replica = Replica(graph.as_graph_def().SerializeToString(), spec)
+    blueprint = pickle.dumps(gr.train.GradientDescentOptimizer(0.1))
+    replica.update(blueprint)
+    with replica.graph.as_default():
+        replica.session.run(gr.global_variables_initializer())
+    replica.set_state(("l", 0))
+    batches = [batch(seed) for seed in range(4)]
+    status, losses = replica.steps(blueprint, ("l", 0), batches[:3])
+    assert status == "applied" and replica.state == ("l", 3) and len(losses) == 3
+    weights = replica.session.run(replica.variables)
+    assert replica.steps(blueprint, ("l", 0), batches[:3]) == ("already", losses)
+    for got, want in zip(replica.session.run(replica.variables), weights):
+        np.testing.assert_array_equal(got, want)
+    status, more = replica.steps(blueprint, ("l", 1), batches[1:])
+    assert status == "applied" and more[:2] == losses[1:] and replica.state == ("l", 4)
+    assert replica.steps(blueprint, ("l", 5), batches[:1]) == ("missing", None)
 
 
 def test_a_restarted_driver_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(threads_client, tmp_path):

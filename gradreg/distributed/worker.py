@@ -221,8 +221,8 @@ class Replica:
         them in one process; every replica runs it on the same batch, so no gradient moves and
         the replicas stay equal bit for bit."""
         lineage, step = state
-        if self.state == (lineage, step + 1):
-            return "already", self.last.get(step + 1)
+        if self.state is not None and self.state[0] == lineage and self.state[1] > step:
+            return "already", self.last.get(step + 1)     # applied before (a call run again)
         if self.state != state:
             return "missing", None
         start = time.perf_counter()
