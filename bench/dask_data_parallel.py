@@ -3,9 +3,9 @@
     pip install ".[dask]" && python bench/dask_data_parallel.py [--rounds 6] [--steps 8] [--workers 1,2,4]
 
 bench/graphs/mlp_784_512_512_10/forward.pb is the TF1 MLP 784-512-512-10 with its batch fixed
-at 128 (``x [128, 784]``), resource variables; DataParallel frees the batch for 2 or more
-shards (one shard runs the graph as written). One step: forward, backward and SGD update of
-the six variables (2.7 MB of parameters), the loss returned.
+at 128 (``x [128, 784]``), resource variables; DataParallel frees the batch. One step:
+forward, backward and SGD update of the six variables (2.7 MB of parameters), the loss
+returned.
 
 For each worker count a LocalCluster of processes (one thread each; every process runs BLAS on
 one thread, so the single-process step is timed on one core too: the fair comparison, and
@@ -33,7 +33,7 @@ overhead per part, per step:
 Bytes per step: the shards the driver sends inside the calls or tasks, plus what the workers
 send each other (Dask's transfer logs). The parameters are sent once, before the first step.
 
-Measured 2026-11-29 (``--rounds 5 --steps 8 --workers 1``, six runs, load 1.4-2.5; ms/step,
+Measured 2026-11-29 (``--rounds 5 --steps 8 --workers 1``, nine runs, load 1.3-2.5; ms/step,
 median [min..max] over rounds; docs/benchmarks.md has the table):
 
     1 proc ms      dask ms         ratio  paired              compute  sched+wait
@@ -43,10 +43,13 @@ median [min..max] over rounds; docs/benchmarks.md has the table):
     16.0 [9..25]   20.3 [19..27]   1.27   1.27 [0.96..2.15]   17.8     2.5
     8.2 [8..9]     10.2 [10..10]   1.24   1.26 [1.07..1.28]   8.1      2.0
     9.8 [9..19]    20.1 [9..22]    2.05   1.44 [1.02..2.19]   14.2     5.9
+    6.0 [6..8]     7.2 [7..9]      1.20   1.19 [1.10..1.21]   6.2      1.0
+    7.6 [7..8]     10.4 [10..11]   1.38   1.38 [1.31..1.44]   8.2      2.2
+    6.6 [6..7]     8.7 [8..10]     1.32   1.31 [1.12..1.44]   7.1      1.5
 
 (0.40 MB of shards a step, nothing between workers). The target, one worker <= 1.2x, held in
-2 of the 6 runs; the worker's compute equals the process's, what is left is one call's round
-trip per 8 steps.
+3 of the 9 runs, not in three in a row; the worker's compute equals the process's, what is
+left is one call's round trip per 8 steps (~10 ms to start with 3.2 MB of batches, ~4 ms back).
 
 Before (issue 30; --rounds 5 --steps 8; load average 19 on the 2 cores from other work, so a
 process waiting for a core is most of what is left; medians [min..max] over rounds):
@@ -202,7 +205,7 @@ def main(argv=None) -> None:
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args(argv)
     feeds = batch()
-    print(f"TF-written MLP 784-512-512-10, batch 128 (fixed in the graph; freed for 2 or more shards), SGD; "
+    print(f"TF-written MLP 784-512-512-10, batch 128 (fixed in the graph, freed), SGD; "
           f"{os.cpu_count()} cores; load before: {_load()}")
     print(f"{'workers':>7} {'1 proc ms':>16} {'dask ms':>16} {'ratio':>6} {'paired':>16} | per step: {'compute':>8} "
           f"{'reduce':>7} {'transfer':>8} {'pickle':>7} {'sched+wait':>10} | MB/step: shards, worker<->worker")

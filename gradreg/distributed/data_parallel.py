@@ -95,7 +95,6 @@ class DataParallel:
     ``split``: the feeds to cut along their batch axis (default: every feed, axis 0); a dict
     gives other axes. ``relax_batch``: free a batch size the graph fixes for the split feeds
     (see :func:`.graphs.free_batch`); with False each shard must hold exactly that many examples.
-    With one shard the graph runs as written (``relax_batch`` is then False: nothing is split).
     ``reduction``: "mean" when the loss averages over the batch (shards are
     weighted by their share of it, so the result is the full-batch gradient), "sum" when it
     sums (shards are added). ``shards``: how many (default: the number of workers now).
@@ -120,8 +119,7 @@ class DataParallel:
         written = gr.load_graph(graph_bytes(graph_or_path))
         graph_def = written.as_graph_def()
         axes = declared_axes(written, split)
-        # One shard is the whole batch: the graph runs as written, as in one process.
-        self.relax_batch = relax_batch and self.shards > 1
+        self.relax_batch = relax_batch
         if self.relax_batch:
             graph_def, self.batch_report = free_batch(graph_def, axes)
         else:
@@ -567,10 +565,6 @@ class DataParallel:
             split_axes = [i for i, (a, b) in enumerate(zip(full_shapes[name], part.shape)) if a != b] or [0]
             fixed = [i for i in split_axes if i < len(dims) and dims[i] is not None]
             sizes = sorted({s.size for s in shards})
-            if fixed and sizes != [dims[fixed[0]]] and len(shards) == 1:
-                raise FeedError(f"feed '{name}' has the static shape {dims} in the graph, and one shard runs the "
-                                f"graph as written: feed {dims[fixed[0]]} examples (not {sizes[0]}), or split "
-                                f"the batch over shards=2 or more (which frees it)")
             if fixed and sizes != [dims[fixed[0]]]:
                 raise FeedError(f"feed '{name}' has the static shape {dims} in the graph: each shard must hold "
                                 f"{dims[fixed[0]]} examples (these hold {', '.join(map(str, sizes))}); feed "
