@@ -33,23 +33,18 @@ overhead per part, per step:
 Bytes per step: the shards the driver sends inside the calls or tasks, plus what the workers
 send each other (Dask's transfer logs). The parameters are sent once, before the first step.
 
-Measured 2026-11-29 (``--rounds 5 --steps 8 --workers 1``, nine runs, load 1.3-2.5; ms/step,
-median [min..max] over rounds; docs/benchmarks.md has the table):
+Measured 2026-11-29 (``--rounds 5 --steps 8 --workers 1``, three runs, load 0.7-1.3; ms/step,
+median [min..max] over rounds; docs/benchmarks.md has the table and what changed):
 
     1 proc ms      dask ms         ratio  paired              compute  sched+wait
-    5.7 [6..6]     6.8 [7..10]     1.18   1.20 [1.16..1.70]   6.1      0.6
-    5.6 [5..8]     7.6 [7..9]      1.36   1.25 [0.95..1.58]   6.2      1.3
-    7.2 [7..8]     8.4 [8..10]     1.16   1.13 [1.06..1.34]   6.9      1.5
-    16.0 [9..25]   20.3 [19..27]   1.27   1.27 [0.96..2.15]   17.8     2.5
-    8.2 [8..9]     10.2 [10..10]   1.24   1.26 [1.07..1.28]   8.1      2.0
-    9.8 [9..19]    20.1 [9..22]    2.05   1.44 [1.02..2.19]   14.2     5.9
-    6.0 [6..8]     7.2 [7..9]      1.20   1.19 [1.10..1.21]   6.2      1.0
-    7.6 [7..8]     10.4 [10..11]   1.38   1.38 [1.31..1.44]   8.2      2.2
-    6.6 [6..7]     8.7 [8..10]     1.32   1.31 [1.12..1.44]   7.1      1.5
+    6.4 [6..8]     8.3 [8..9]      1.30   1.39 [1.10..1.47]   7.0      1.2
+    7.9 [7..8]     10.1 [9..11]    1.27   1.27 [1.10..1.53]   8.1      1.9
+    7.2 [7..8]     10.5 [8..11]    1.45   1.39 [1.07..1.57]   8.1      2.4
 
-(0.40 MB of shards a step, nothing between workers). The target, one worker <= 1.2x, held in
-3 of the 9 runs, not in three in a row; the worker's compute equals the process's, what is
-left is one call's round trip per 8 steps (~10 ms to start with 3.2 MB of batches, ~4 ms back).
+(0.40 MB of shards a step, nothing between workers). The target, one worker <= 1.2x, is not
+met: the worker's compute is within 3-12% of the process's (the freed batch's dynamic
+shapes), and one call's round trip per 8 steps is left (~10 ms to start with 3.2 MB of
+batches, ~4 ms back).
 
 Before (issue 30; --rounds 5 --steps 8; load average 19 on the 2 cores from other work, so a
 process waiting for a core is most of what is left; medians [min..max] over rounds):
