@@ -13,8 +13,9 @@ a client, trains one warm-up step (every worker builds and compiles the gradient
 
 Printed per N: seconds per step (median, min..max), images per second per worker, and the
 measured parts: a worker's compute on its shard of 32 and its update (from the replicas'
-own clocks), the gradient bytes each worker receives (the partial sums and the total), the
-tree depth. Then the estimate for 16 and 64 workers from those parts:
+own clocks; one worker runs the whole step, update included, as one plan), the gradient
+bytes each worker receives (the partial sums and the total), the tree depth. Then the
+estimate for 16 and 64 workers from those parts:
 
     step(n) = compute(32) + update + levels(n) * (P / bw + add) + (P / bw) * ceil(log2 n)
               + shard / bw + tasks(n) * per_task
@@ -139,7 +140,8 @@ def measure(workers: int, steps: int) -> dict:
             dp.train_step(update, batch(PER_WORKER * workers, step + 1))
             times.append(time.perf_counter() - start)
             busy1 = client.run(_busy, dp.spec)
-            computes.append(sum(busy1[w]["shard"] - busy0[w]["shard"] for w in busy0) / workers)
+            # one worker (one shard) runs the whole step as one plan: its update is in "step"
+            computes.append(sum(busy1[w][k] - busy0[w][k] for w in busy0 for k in ("shard", "step")) / workers)
             applies.append(sum(busy1[w]["apply"] - busy0[w]["apply"] for w in busy0) / workers)
         received1 = client.run(_received)
         compute, apply = statistics.median(computes), statistics.median(applies)   # per worker, median step

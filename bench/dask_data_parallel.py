@@ -3,30 +3,50 @@
     pip install ".[dask]" && python bench/dask_data_parallel.py [--rounds 6] [--steps 8] [--workers 1,2,4]
 
 bench/graphs/mlp_784_512_512_10/forward.pb is the TF1 MLP 784-512-512-10 with its batch fixed
-at 128 (``x [128, 784]``), resource variables; DataParallel frees the batch. One step: forward,
-backward and SGD update of the six variables (2.7 MB of parameters), the loss returned.
+at 128 (``x [128, 784]``), resource variables; DataParallel frees the batch. One step:
+forward, backward and SGD update of the six variables (2.7 MB of parameters), the loss
+returned.
 
 For each worker count a LocalCluster of processes (one thread each; every process runs BLAS on
-one thread, so the single-process step is timed on one core too) is started, and the rounds
-alternate: ``--steps`` single-process steps in this process, then ``--steps`` data-parallel
-steps (``DataParallel.run_steps``, two steps in flight), so a burst of load on the shared
-machine hits both alike. Reported: the median time per step and its spread (min..max over
-rounds), the ratio (target, issue 30: one worker <= 1.2x), and the overhead per part from
-Dask's task stream and transfer logs, per step:
+one thread, so the single-process step is timed on one core too: the fair comparison, and
+what Dask's nannies set) is started; both sides are warmed up until the numba kernels their
+plans queued are built. Then the rounds alternate: ``--steps`` single-process steps in this
+process, then ``--steps`` data-parallel steps (``DataParallel.run_steps``, two calls in flight),
+so a burst of load on the shared machine hits both alike. Reported: the median time per step
+and its spread (min..max over rounds), the ratio of the medians (target, issue 30: one worker
+<= 1.2x), the median of each round's own ratio with its spread ("paired": a round's two halves
+run within ~0.1 s of each other, so a change of load between rounds cancels), and the
+overhead per part, per step:
 
-* compute: the workers' compute (the shards' forward/backward and the updates, summed over
-  workers, not counting a task's wait for the step before it), per step;
+* compute: the workers' compute (from the replicas' own clocks: with one shard the whole
+  step, with more the shards' forward/backward and the updates, summed over workers), per
+  step;
 * reduction: the pairwise sums' compute, and the transfers of partial sums and of the total
-  to the workers that apply it (bytes, and the time the task stream records);
+  to the workers that apply it (bytes, and the time Dask's task stream records);
 * serialisation: pickling the step's shards on the driver (timed here) -- the worker
   unpickles the same bytes;
-* scheduling: what is left of the step's wall time (driver -> scheduler -> worker messages,
-  waiting for a core).
+* sched+wait: what is left of the step's wall time. One worker (one shard): the driver's
+  calls of the worker's StepRunner actor (driver -> worker -> driver, no scheduler), a call
+  of up to 8 steps, its shards inside; more workers: the tasks' trips through the scheduler.
+  Both include waiting for a core.
 
-Bytes per step: the shards the driver sends inside the tasks, plus what the workers send each
-other (Dask's transfer logs). The parameters are sent once, before the first step.
+Bytes per step: the shards the driver sends inside the calls or tasks, plus what the workers
+send each other (Dask's transfer logs). The parameters are sent once, before the first step.
 
-Measured (issue 30; --rounds 5 --steps 8; load average 19 on the 2 cores from other work, so a
+Measured 2026-11-29 (``--rounds 5 --steps 8 --workers 1``, three runs, load 0.7-1.3; ms/step,
+median [min..max] over rounds; docs/benchmarks.md has the table and what changed):
+
+    1 proc ms      dask ms         ratio  paired              compute  sched+wait
+    6.4 [6..8]     8.3 [8..9]      1.30   1.39 [1.10..1.47]   7.0      1.2
+    7.9 [7..8]     10.1 [9..11]    1.27   1.27 [1.10..1.53]   8.1      1.9
+    7.2 [7..8]     10.5 [8..11]    1.45   1.39 [1.07..1.57]   8.1      2.4
+
+(0.40 MB of shards a step, nothing between workers). The target, one worker <= 1.2x, is not
+met: the worker's compute is within 3-12% of the process's (the freed batch's dynamic
+shapes), and one call's round trip per 8 steps is left (~10 ms to start with 3.2 MB of
+batches, ~4 ms back).
+
+Before (issue 30; --rounds 5 --steps 8; load average 19 on the 2 cores from other work, so a
 process waiting for a core is most of what is left; medians [min..max] over rounds):
 
     workers  1 proc ms        dask ms            ratio  compute  reduce  transfer  pickle  sched+wait  MB/step
@@ -86,6 +106,12 @@ def _busy(spec, dask_worker):
     return dict(dask_worker.plugins[spec.plugin].entries[spec].busy)
 
 
+def _kernels_built(dask_worker=None) -> None:
+    """Wait for the numba kernels a plan queued to its background builder (the steps run on NumPy's until then)."""
+    from gradreg.backends.numba.jit import wait_for_kernels
+    wait_for_kernels(300)
+
+
 def _transfers(dask_worker):
     return [(dict(e["keys"]), e["total"], e.get("duration", 0.0)) for e in dask_worker.transfer_incoming_log]
 
@@ -100,9 +126,12 @@ def measure(workers: int, feeds: dict, rounds: int, steps: int) -> dict:
                                                 dashboard_address=":0") as cluster, Client(cluster) as client:
         dp = DataParallel(str(GRAPH), loss="loss:0", client=client, split=["x:0", "labels:0"])
         update = dp.update_for(gr.train.GradientDescentOptimizer(LR))
-        dp.train(gr.train.GradientDescentOptimizer(LR), [feeds] * 3, steps=3, progress=False)   # compile everywhere
-        for _ in range(3):
-            single()
+        for _ in range(2):   # compile everywhere: the plans, then the numba kernels they queue
+            dp.train(gr.train.GradientDescentOptimizer(LR), [feeds] * 3, steps=3, progress=False)
+            for _ in range(3):
+                single()
+            _kernels_built()
+            client.run(_kernels_built)
         one, many, records = [], [], []
         before = client.run(_transfers)
         busy_before = client.run(_busy, dp.spec)
@@ -118,7 +147,7 @@ def measure(workers: int, feeds: dict, rounds: int, steps: int) -> dict:
             records += stream.data
         after = client.run(_transfers)
         busy = {k: sum(client.run(_busy, dp.spec)[w][k] - busy_before[w][k] for w in busy_before)
-                for k in ("shard", "apply")}
+                for k in ("shard", "apply", "step")}
         _, shards = _split(dp, feeds)
         pickle_s = _median_time(lambda: [pickle.dumps(s.feeds, protocol=5) for s in shards])
         moved = defaultdict(float)
@@ -130,7 +159,7 @@ def measure(workers: int, feeds: dict, rounds: int, steps: int) -> dict:
         total_steps = rounds * steps
         return {"workers": workers, "single": one, "dp": many, "retries": dp.retries,
                 "parts": dict(_parts(records, total_steps, pickle_s, moved),
-                              compute=(busy["shard"] + busy["apply"]) / total_steps),
+                              compute=(busy["shard"] + busy["apply"] + busy["step"]) / total_steps),
                 "shard_bytes": sum(s.feeds["x:0"].nbytes + s.feeds["labels:0"].nbytes for s in shards),
                 "moved": {k: v / total_steps for k, v in moved.items()},
                 "params": sum(np.prod(v.shape.as_list()) * 4 for v in dp.xs)}
@@ -171,18 +200,20 @@ def main(argv=None) -> None:
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args(argv)
     feeds = batch()
-    print(f"TF-written MLP 784-512-512-10, batch 128 (fixed in the graph, freed), SGD; {os.cpu_count()} cores; "
-          f"load before: {_load()}")
-    print(f"{'workers':>7} {'1 proc ms':>16} {'dask ms':>16} {'ratio':>6} | per step: {'compute':>8} "
+    print(f"TF-written MLP 784-512-512-10, batch 128 (fixed in the graph, freed), SGD; "
+          f"{os.cpu_count()} cores; load before: {_load()}")
+    print(f"{'workers':>7} {'1 proc ms':>16} {'dask ms':>16} {'ratio':>6} {'paired':>16} | per step: {'compute':>8} "
           f"{'reduce':>7} {'transfer':>8} {'pickle':>7} {'sched+wait':>10} | MB/step: shards, worker<->worker")
     for workers in [int(n) for n in args.workers.split(",")]:
         r = measure(workers, feeds, args.rounds, args.steps)
         one, many = statistics.median(r["single"]), statistics.median(r["dp"])
+        paired = [d / s for s, d in zip(r["single"], r["dp"])]    # each round's Dask steps against its own
         parts = r["parts"]
         # compute of n workers runs in parallel: the step's critical path has one worker's share
         critical = parts["compute"] / workers + parts["reduction"] + parts["transfer"] + parts["serialisation"]
         between = sum(v for k, v in r["moved"].items() if k.endswith("bytes"))
-        print(f"{workers:>7} {_spread(r['single']):>16} {_spread(r['dp']):>16} {many / one:6.2f} | "
+        print(f"{workers:>7} {_spread(r['single']):>16} {_spread(r['dp']):>16} {many / one:6.2f} "
+              f"{statistics.median(paired):5.2f} [{min(paired):.2f}..{max(paired):.2f}] | "
               f"{parts['compute'] * 1e3:8.1f} {parts['reduction'] * 1e3:7.1f} {parts['transfer'] * 1e3:8.1f} "
               f"{parts['serialisation'] * 1e3:7.2f} {max(0.0, many - critical) * 1e3:10.1f} | "
               f"{r['shard_bytes'] / 1e6:.2f}, {between / 1e6:.2f}"
@@ -190,8 +221,8 @@ def main(argv=None) -> None:
         kinds = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in sorted(r["moved"].items()) if k.endswith("bytes"))
         print(f"{'':>7} worker<->worker by key kind per step: {kinds or 'none'}; "
               f"parameters {r['params'] / 1e6:.2f} MB, sent once")
-    print(f"load after: {_load()} (1, 5, 15 min); medians over rounds, "
-          f"min..max in brackets")
+    print(f"load after: {_load()} (1, 5, 15 min); medians over rounds, min..max in brackets; ratio: of the "
+          f"medians, paired: the median of each round's ratio")
 
 
 def _spread(values: list[float]) -> str:

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -414,6 +415,85 @@ def test_a_worker_killed_mid_epoch_leaves_the_fault_free_runs_weights_bit_for_bi
     process_client.wait_for_workers(2, timeout=60)   # the nanny restarted the killed worker
 
 
+def test_one_shard_on_three_workers_trains_as_one_process_bit_for_bit(threads_client):
+    """shards=1: every worker runs the whole step (loss, gradients and update in one plan, as
+    minimize builds it in one process), tasks of up to three steps; the losses and weights are the
+    single-process run's exactly, every replica holds them, and no gradient moves between workers."""
+    graph = regression_graph()
+    batches = [batch(seed) for seed in range(7)]
+    dp = DataParallel(graph, client=threads_client, split=["x:0", "y:0"], backend="numpy", shards=1)
+    reference = SingleProcess(dp.graph_bytes, gr.train.AdamOptimizer(0.05))
+    want_losses = [float(reference.session.run([reference.loss, reference.train_op], b)[0]) for b in batches]
+
+    def transfers(dask_worker):
+        return len(dask_worker.transfer_incoming_log)
+    before = threads_client.run(transfers)
+    seen = []
+    losses = dp.train(gr.train.AdamOptimizer(0.05), batches, steps=7, progress=False, steps_per_task=3, window=1,
+                      callback=lambda step, loss: seen.append(step))
+    assert seen == list(range(1, 8)) and losses == want_losses and dp.global_step == 7
+    assert threads_client.run(transfers) == before
+    for got, want in zip(dp.session.run(dp.xs), reference.values()):
+        np.testing.assert_array_equal(got, want)
+    states = threads_client.run(lambda dask_worker, spec=dp.spec: dask_worker.plugins[spec.plugin].entries[spec].state)
+    assert list(states.values()) == [dp.lineage] * 3 and dp.lineage[1] == 7
+    with pytest.raises(GradregError, match="steps_per_task=0"):
+        dp.train(gr.train.AdamOptimizer(0.05), batches, steps=1, progress=False, steps_per_task=0)
+
+
+def test_one_shard_survives_a_worker_killed_mid_epoch_bit_for_bit(process_client):
+    """shards=1 on two worker processes, each running every step on its replica, calls of two steps
+    sent ahead: one worker's process exits while steps 2-5 are in flight. The other replica carries
+    on, and every loss and final weight equals the fault-free run's exactly."""
+    graph = regression_graph()
+    batches = [batch(seed) for seed in range(6)]
+
+    def run(callback=None):
+        dp = DataParallel(graph, client=process_client, split=["x:0", "y:0"], backend="numpy", shards=1)
+        losses = dp.train(gr.train.MomentumOptimizer(0.05, 0.9), batches, steps=6, progress=False,
+                          callback=callback, steps_per_task=2)
+        return dp, losses, dp.session.run(dp.xs)
+
+    clean, clean_losses, clean_values = run()
+    process_client.wait_for_workers(2, timeout=60)
+    victim = sorted(process_client.scheduler_info()["workers"])[0]
+
+    def kill_a_worker(step, loss):
+        if step == 1:
+            distributed.fire_and_forget(process_client.submit(os._exit, 1, workers=[victim], pure=False))
+    faulty, losses, values = run(kill_a_worker)
+    assert victim not in process_client.scheduler_info()["workers"]       # it died
+    assert faulty.global_step == clean.global_step == 6 and losses == clean_losses
+    for got, want in zip(values, clean_values):
+        np.testing.assert_array_equal(got, want)
+    process_client.wait_for_workers(2, timeout=60)   # the nanny restarted the killed worker
+
+
+def test_a_replica_asked_again_for_steps_it_applied_skips_them_with_their_losses():
+    """A call of steps run again (its answer lost with a worker) finds the replica several steps on:
+    those steps are not applied twice, their losses are the ones the replica remembers."""
+    from gradreg.distributed.worker import GradientSpec, Replica
+    graph = regression_graph()
+    spec = GradientSpec(plugin="p", digest="d", ys=("loss:0",), xs=("w1", "b1", "w2"),
+                        variables=("w1", "b1", "w2"), backend="numpy")
+    replica = Replica(graph.as_graph_def().SerializeToString(), spec)
+    blueprint = pickle.dumps(gr.train.GradientDescentOptimizer(0.1))
+    replica.update(blueprint)
+    with replica.graph.as_default():
+        replica.session.run(gr.global_variables_initializer())
+    replica.set_state(("l", 0))
+    batches = [batch(seed) for seed in range(4)]
+    status, losses = replica.steps(blueprint, ("l", 0), batches[:3])
+    assert status == "applied" and replica.state == ("l", 3) and len(losses) == 3
+    weights = replica.session.run(replica.variables)
+    assert replica.steps(blueprint, ("l", 0), batches[:3]) == ("already", losses)
+    for got, want in zip(replica.session.run(replica.variables), weights):
+        np.testing.assert_array_equal(got, want)
+    status, more = replica.steps(blueprint, ("l", 1), batches[1:])
+    assert status == "applied" and more[:2] == losses[1:] and replica.state == ("l", 4)
+    assert replica.steps(blueprint, ("l", 5), batches[:1]) == ("missing", None)
+
+
 def test_a_restarted_driver_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(threads_client, tmp_path):
     """Checkpoints every 2 steps on the driver; the driver dies after step 3 (its DataParallel and
     client gone, the workers' replicas with them); a new client resumes from model-2 and ends
@@ -488,6 +568,28 @@ def test_a_tf_written_graph_with_a_fixed_batch_gives_the_full_batch_gradients_on
     assert dp.last_step["shards"] == 3
     np.testing.assert_allclose(loss, want_loss, rtol=1e-6)
     np.testing.assert_allclose(loss, 1.36951, rtol=1e-5)                 # TensorFlow's value (examples/mlp)
+    for got, expected in zip(grads, want_grads):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+
+
+def test_one_shard_frees_a_fixed_batch_too(threads_client):
+    """examples/mlp/model.pbtxt (x [8, 12]) on one shard: the batch is freed as for several, so a
+    batch of another size trains too (the frozen MobileNetV2 of bench/dask_cluster.py, batch 8,
+    trains at 32 on one worker); the gradients are those of the freed graph in one process."""
+    path = str(REPO / "examples" / "mlp" / "model.pbtxt")
+    with np.load(REPO / "examples" / "mlp" / "inputs.npz") as inputs:
+        feeds = {k: v[:5] for k, v in inputs.items()}
+    xs = ["w1", "b1", "w2", "b2"]
+    dp = DataParallel(path, xs=xs, client=threads_client, split=["x:0", "labels:0"], backend="numpy", shards=1)
+    assert dp.batch_report.batch == 8 and dp.batch_report.freed == ["x", "labels"]
+    (loss,), grads = dp.loss_and_gradients(feeds)
+    graph = gr.load_graph(path)
+    freed_graph_def, _ = free_batch(graph.as_graph_def(), {"x:0": 0, "labels:0": 0})
+    freed = gr.load_graph(freed_graph_def.SerializeToString())
+    with freed.as_default():
+        want = gr.gradients(freed.get_tensor("loss:0"), [freed.get_tensor(f"{n}:0") for n in xs])
+    want_loss, want_grads = gr.Session(freed, backend="numpy").run(["loss:0", want], feeds)
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-6)
     for got, expected in zip(grads, want_grads):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
 

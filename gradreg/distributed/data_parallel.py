@@ -18,8 +18,10 @@ Variables live on the workers. The driver sends its values (after ``initialize()
 ``restore()``) to every worker once; each worker keeps a replica of the model, and a step
 moves only the batch shards (one task each), the shards' gradients, summed pairwise on the
 workers in shard order (ceil(log2(shards)) levels), and the sum, which every worker fetches
-to apply the optimizer's update to its own replica. With one worker and one shard the step
-is a single task: a shard in, the loss out. ``gradients()`` returns the sum to the driver.
+to apply the optimizer's update to its own replica. With one shard (one worker when the
+DataParallel was made, or ``shards=1``) every worker runs the whole step on the batch, the
+loss, gradients and update in one compiled plan as ``minimize`` in one process: the batch
+in, the loss out, no gradient moved. ``gradients()`` returns the sum to the driver.
 
 Each step expects the replicas in one state (a lineage and a step count): a worker that
 died takes nothing with it that the others do not hold; Dask reruns its tasks elsewhere,
@@ -35,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -43,6 +46,7 @@ from typing import Any
 
 import numpy as np
 from dask.sizeof import sizeof
+from distributed.comm.core import CommClosedError
 
 import gradreg as gr
 from gradreg.distributed.errors import ClusterError, ReplicaMismatch
@@ -54,27 +58,31 @@ from gradreg.distributed.worker import (
     GraphPlugin,
     OptimizerUpdate,
     State,
+    StepRunner,
     add_pair,
     apply_update,
     export_state,
     import_state,
     replica_state,
     shard_gradients,
-    train_shard,
 )
 from gradreg.errors import ExecutionError, FeedError, GradregError
 from gradreg.model.traversal import needed_ops
 
+ACTOR_POLL = 0.5          # seconds between checks that the worker of a step runner call still lives
+MEMBERSHIP_CHECK = 1.0    # seconds a look-up of the cluster's workers is trusted for
+
 
 @dataclass
-class PendingStep:
-    """A training step sent to the cluster: what to run it again from, and the futures of its updates."""
+class PendingSteps:
+    """Consecutive training steps sent to the cluster: what to run them again from (each step's
+    unsplit feeds and shards), the state they start from, and the futures of their tasks."""
     update: OptimizerUpdate
-    common: dict
-    shards: list[Shard]
+    steps: list[tuple[dict, list[Shard]]]
     state: State
     workers: list[str]
     futures: list
+    direct: bool = False      # the futures are calls of StepRunner actors, not tasks
 
 
 class DataParallel:
@@ -106,11 +114,13 @@ class DataParallel:
         if reduction not in REDUCTIONS:
             raise GradregError(f"reduction {reduction!r}: use 'mean' (the loss averages over the batch) or 'sum'")
         self.client = client if client is not None else default_client()
+        self.worker_timeout = worker_timeout
+        self.shards = shards if shards is not None else len(self._wait_for_a_worker())
         written = gr.load_graph(graph_bytes(graph_or_path))
         graph_def = written.as_graph_def()
         axes = declared_axes(written, split)
         self.relax_batch = relax_batch
-        if relax_batch:
+        if self.relax_batch:
             graph_def, self.batch_report = free_batch(graph_def, axes)
         else:
             self.batch_report = BatchReport(batch=static_batch(written, axes))
@@ -122,7 +132,6 @@ class DataParallel:
         self.digest = hashlib.sha256(self.graph_bytes).hexdigest()
         self.graph = gr.load_graph(self.graph_bytes)      # the driver's copy: checkpoints are written from it
         self.split, self.reduction, self.max_retries = split, reduction, max_retries
-        self.worker_timeout = worker_timeout
         self.graph_variables = {v.op.name: v for v in gr.train.find_variables(self.graph)}
         ys = [loss] if isinstance(loss, str) else list(loss)
         self.ys = [self._scalar_loss(tensor_name(y)) for y in ys]
@@ -141,15 +150,16 @@ class DataParallel:
         if thawed:            # their values are the frozen graph's: no initialize() needed for them
             self.session.run([v.initializer for v in thawed])
         self.initialized = all(v in thawed for v in self.graph_variables.values())
-        self.retries = 0                    # steps run again after a worker was lost
+        self.retries = 0                    # steps (and gradients) run again after a worker was lost
         self.last_step: dict[str, Any] = {}
         self.updates: dict[bytes, OptimizerUpdate] = {}   # the optimizers' updates, by pickled optimizer
         self.lineage: State | None = None   # the state every replica holds (None: push the driver's)
         self.driver_current = True          # the driver's Session holds the newest values
         self.known_workers: set[str] = set()
+        self.runners: dict[str, tuple[Any, Any]] = {}   # worker -> (future, StepRunner actor)
+        self.membership_checked = -MEMBERSHIP_CHECK      # when the scheduler last said who the workers are
         self.last_ys: list = []
         self.replica_losses: dict[int, list] = {}   # step -> loss values, as the replicas last reported
-        self.shards = shards if shards is not None else len(self._wait_for_a_worker())
         self.client.register_plugin(GraphPlugin(self.plugin_name, self.graph_bytes), name=self.plugin_name)
         self.closed = False
 
@@ -271,8 +281,10 @@ class DataParallel:
         self.replica_losses = {}
 
     def _states(self) -> dict[str, dict | None]:
+        """Each reachable worker's replica state (None: no replica, or none it can build). A worker
+        the scheduler still lists but that cannot be reached (it just died) is left out."""
         states = self.client.run(replica_state, self.spec, on_error="return")
-        return {w: s if isinstance(s, dict) else None for w, s in states.items()}
+        return {w: s if isinstance(s, dict) else None for w, s in states.items() if not isinstance(s, OSError)}
 
     def _recover(self) -> None:
         """Bring every worker's replica to the newest state of this lineage (a worker that joined,
@@ -304,11 +316,20 @@ class DataParallel:
         return self.lineage
 
     def _ready(self) -> list[str]:
-        """The workers, every one holding the current state (pushing or copying it first if needed)."""
+        """The workers, every one holding the current state (pushing or copying it first if needed).
+
+        The scheduler is asked who the workers are at most every MEMBERSHIP_CHECK seconds (a
+        round trip each time): a worker that joined gets its copy by then, and a worker that
+        left shows sooner, in the step that needed it."""
+        now = time.monotonic()
+        if self.lineage is not None and self.known_workers and now - self.membership_checked < MEMBERSHIP_CHECK:
+            return sorted(self.known_workers)
         workers = sorted(self.client.scheduler_info().get("workers", {})) or self._wait_for_a_worker()
+        self.membership_checked = now
         if self.lineage is None or not set(workers) <= self.known_workers:
             self._recover()
             workers = sorted(self.known_workers)
+        self.known_workers = set(workers)
         return workers
 
     # -- evaluation ----------------------------------------------------------------------------
@@ -337,109 +358,171 @@ class DataParallel:
 
     def run_steps(self, update: OptimizerUpdate, batches: Iterable[Mapping[Any, Any]], split=None, *,
                   window: int = 2, on_step: Callable[[list], Any] | None = None,
-                  drain_every: int | None = None, counted_from: int = 0) -> int:
+                  drain_every: int | None = None, counted_from: int = 0, steps_per_task: int = 8) -> int:
         """Train on each batch: every shard's gradients, summed on the workers in shard order, applied
-        by every worker to its replica. ``window`` steps are sent ahead of the one the driver waits
+        by every worker to its replica. ``window`` tasks are sent ahead of the one the driver waits
         for: a step's tasks that reach a worker before the update of the step before them wait
         there, outside the worker's thread pool (:meth:`.worker.Replica.wait_for`), so one step
-        follows another without a round trip to the driver or the scheduler; ``on_step(ys)`` is called
-        with each step's loss values, in order. At every multiple of ``drain_every`` (steps counted
-        from ``counted_from``) the pipeline empties, so a checkpoint sees the state after exactly
-        that step. Returns the number of steps run.
+        follows another without a round trip to the driver or the scheduler. With one shard a task
+        runs up to ``steps_per_task`` consecutive steps (the batches travel together; the replica
+        runs them one after the other), so a step's share of the round trip to the worker is that
+        much smaller. ``on_step(ys)`` is called with each step's loss values, in order, as
+        its task returns. At every multiple of ``drain_every`` (steps counted from
+        ``counted_from``) the pipeline empties, so a checkpoint sees the state after exactly that
+        step. Returns the number of steps run.
         """
-        inflight: deque[PendingStep] = deque()
+        if steps_per_task < 1:
+            raise GradregError(f"steps_per_task={steps_per_task}: a task runs at least one step")
+        inflight: deque[PendingSteps] = deque()
+        group: list[tuple[dict, list[Shard]]] = []
         count = 0
         for feeds in batches:
             common, shards = self._split(feeds, split)
-            inflight.append(self._submit(update, common, shards, inflight[-1] if inflight else None))
+            group.append((common, shards))
             count += 1
             drain = drain_every is not None and (counted_from + count) % drain_every == 0
+            if drain or len(group) >= (steps_per_task if len(shards) == 1 else 1):
+                inflight.append(self._submit(update, group, inflight[-1] if inflight else None))
+                group = []
             while inflight and (len(inflight) > window or drain):
                 self._finish(inflight, on_step)
+        if group:
+            inflight.append(self._submit(update, group, inflight[-1] if inflight else None))
         while inflight:
             self._finish(inflight, on_step)
         return count
 
-    def _submit(self, update: OptimizerUpdate, common: dict, shards: list[Shard], after: PendingStep | None,
-                attempt: int = 0) -> PendingStep:
-        """Send one step's tasks; ``after``: the step before it, still in flight (None: none is)."""
+    def _submit(self, update: OptimizerUpdate, steps: list[tuple[dict, list[Shard]]], after: PendingSteps | None,
+                attempt: int = 0) -> PendingSteps:
+        """Send the tasks of consecutive steps (several only with one shard); ``after``: the steps
+        before them, still in flight (None: none are)."""
         if after is None:
             workers = self._ready()
             state = self._current()
         else:
-            workers, state = after.workers, (after.state[0], after.state[1] + 1)
+            workers, state = after.workers, (after.state[0], after.state[1] + len(after.steps))
         lineage, step = state
         tag = f"{lineage}-{step}-{attempt}"
-        if len(shards) == 1 and len(workers) == 1:
-            # One replica: the step is one task.
-            shard = shards[0]
-            futures = [self.client.submit(train_shard, self.spec, update.blueprint, state, {**common, **shard.feeds},
-                                          shard.weight, key=f"gradreg-step-{tag}", pure=False,
-                                          workers=workers, allow_other_workers=True)]
-        else:
-            parts = [self.client.submit(shard_gradients, self.spec, state, {**common, **shard.feeds}, shard.weight,
-                                        key=f"gradreg-shard-{tag}-{i}", pure=False,
-                                        workers=[workers[i % len(workers)]], allow_other_workers=True)
-                     for i, shard in enumerate(shards)]
-            total = self._reduce(parts, tag)
-            futures = [self.client.submit(apply_update, self.spec, update.blueprint, state, total,
-                                          key=f"gradreg-apply-{tag}-{i}", pure=False, workers=[w],
-                                          allow_other_workers=True) for i, w in enumerate(workers)]
-        return PendingStep(update, common, shards, state, workers, futures)
+        common, shards = steps[0]
+        if len(shards) == 1:
+            # One shard (fixed when the DataParallel was made): each replica runs the whole steps,
+            # each one compiled plan as in one process, called straight from here (a Dask actor
+            # per worker, no scheduler in between); no gradient moves.
+            feeds = [{**c, **s[0].feeds} for c, s in steps]
+            runners = self._runners(workers)
+            futures = [runners[w].steps(update.blueprint, state, feeds) for w in workers]
+            return PendingSteps(update, list(steps), state, workers, futures, direct=True)
+        if len(steps) != 1:
+            raise GradregError("a task of several shards runs one step")
+        parts = [self.client.submit(shard_gradients, self.spec, state, {**common, **shard.feeds}, shard.weight,
+                                    key=f"gradreg-shard-{tag}-{i}", pure=False,
+                                    workers=[workers[i % len(workers)]], allow_other_workers=True)
+                 for i, shard in enumerate(shards)]
+        total = self._reduce(parts, tag)
+        futures = [self.client.submit(apply_update, self.spec, update.blueprint, state, total,
+                                      key=f"gradreg-apply-{tag}-{i}", pure=False, workers=[w],
+                                      allow_other_workers=True) for i, w in enumerate(workers)]
+        return PendingSteps(update, list(steps), state, workers, futures)
 
-    def _finish(self, inflight: deque[PendingStep], on_step: Callable[[list], Any] | None) -> None:
-        """Wait for the oldest step in flight; after a failure, recover and run it and the ones after it again."""
+    def _finish(self, inflight: deque[PendingSteps], on_step: Callable[[list], Any] | None) -> None:
+        """Wait for the oldest steps in flight; after a failure, recover and run them and the ones after them again."""
         pending = inflight[0]
         try:
-            results = self.client.gather(pending.futures)
+            results = self._gather(pending)
         except _retryable() as exc:
             self._rerun(inflight, f"{type(exc).__name__}: {exc}", on_step)
             return
+        done = [r for r in results if r["ys"] is not None]
+        if not done:     # no replica was in the steps' state (every one that was has left)
+            self._rerun(inflight, "no worker held the step's state", on_step)
+            return
         inflight.popleft()
         lineage, step = pending.state
-        self.lineage, self.driver_current = (lineage, step + 1), False
-        self.last_ys = results[0]["ys"]
-        self._record(pending.shards, pending.workers, results[0])
-        if on_step is not None:
-            on_step(self.last_ys)
+        for i, ys in enumerate(_losses(done[0])):
+            self.lineage, self.driver_current = (lineage, step + i + 1), False
+            self.last_ys = ys
+            if on_step is not None:
+                on_step(ys)
+        self._record(pending.steps[-1][1], pending.workers, done[0])
         if {r["worker"] for r in results} != set(pending.workers) or any(r["status"] == "missing" for r in results):
             self._rerun(inflight, "", on_step)   # a worker left or joined: bring all level, go on one by one
 
-    def _rerun(self, inflight: deque[PendingStep], failure: str, on_step) -> None:
+    def _rerun(self, inflight: deque[PendingSteps], failure: str, on_step) -> None:
         """Drop the steps in flight, bring the replicas level, and run those not yet applied one by one."""
-        steps = list(inflight)
+        groups = list(inflight)
         inflight.clear()
-        for pending in steps:
-            self.client.cancel(pending.futures)
+        for pending in groups:
+            if not pending.direct:
+                self.client.cancel(pending.futures)
+        if any(p.direct for p in groups):
+            self.runners.clear()      # made again for the workers there are after the recovery
         failures = [failure] if failure else []
-        if failure:
-            self.retries += 1
         self._recover_quietly()
-        for pending in steps:
-            lineage, step = pending.state
-            while True:
-                applied = self.replica_losses.get(step + 1) if self._current()[1] > step else None
-                if applied is not None:            # applied by the replicas before the failure showed
-                    self.last_ys = applied
-                    break
-                try:
-                    again = self._submit(pending.update, pending.common, pending.shards, None, len(failures))
-                    results = self.client.gather(again.futures)
-                    self.lineage, self.driver_current = (lineage, step + 1), False
-                    self.last_ys = results[0]["ys"]
-                    if {r["worker"] for r in results} != set(again.workers) or \
-                            any(r["status"] == "missing" for r in results):
-                        self._recover_quietly()
-                    break
-                except _retryable() as exc:
-                    failures.append(f"{type(exc).__name__}: {exc}")
-                    self.retries += 1
-                    if len(failures) > self.max_retries:
-                        raise ClusterError(f"a data-parallel step failed {len(failures)} times as workers were lost; "
-                                           f"last: {failures[-1]}") from None
+        for pending in groups:
+            for i, one in enumerate(pending.steps):
+                self._run_again(pending.update, one, (pending.state[0], pending.state[1] + i), failures)
+                if on_step is not None:
+                    on_step(self.last_ys)
+
+    def _run_again(self, update: OptimizerUpdate, one: tuple[dict, list[Shard]], state: State,
+                   failures: list[str]) -> None:
+        """Run the step from ``state`` unless the replicas applied it already; ``self.last_ys``: its loss."""
+        lineage, step = state
+        while True:
+            applied = self.replica_losses.get(step + 1) if self._current()[1] > step else None
+            if applied is not None:            # applied by the replicas before the failure showed
+                self.last_ys = applied
+                return
+            try:
+                if self._current() != state:
+                    raise ClusterError(f"the replicas are in state {self._current()}, step {step} of lineage "
+                                       f"{lineage} cannot run again")
+                self.retries += 1
+                results = self._gather(self._submit(update, [one], None, len(failures)))
+                done = [r for r in results if r["ys"] is not None]
+                if not done:
+                    raise ReplicaMismatch("no worker held the step's state")
+                self.lineage, self.driver_current = (lineage, step + 1), False
+                self.last_ys = _losses(done[0])[-1]
+                if {r["worker"] for r in results} != {r["worker"] for r in done} or \
+                        any(r["status"] == "missing" for r in results):
                     self._recover_quietly()
-            if on_step is not None:
-                on_step(self.last_ys)
+                return
+            except _retryable() as exc:
+                failures.append(f"{type(exc).__name__}: {exc}")
+                if len(failures) > self.max_retries:
+                    raise ClusterError(f"a data-parallel step failed {len(failures)} times as workers were lost; "
+                                       f"last: {failures[-1]}") from None
+                self._recover_quietly()
+
+    def _gather(self, pending: PendingSteps) -> list[dict]:
+        if not pending.direct:
+            return self.client.gather(pending.futures)
+        return [self._call_result(worker, call) for worker, call in zip(pending.workers, pending.futures)]
+
+    def _call_result(self, worker: str, call: Any) -> dict:
+        """The result of a StepRunner call; CommClosedError if its worker left (Dask would wait for
+        the actor to come back on that very worker, which it never does)."""
+        made = self.runners.get(worker, (None, None))[0]
+        while True:
+            try:
+                return call.result(timeout=ACTOR_POLL)
+            except TimeoutError:      # (an OSError too: first) the call still runs, or its worker is gone
+                if made is None or made.status != "finished":
+                    raise CommClosedError(f"worker {worker} left while running steps") from None
+            except OSError as exc:
+                raise CommClosedError(f"the step runner on worker {worker} is unreachable: {exc}") from None
+
+    def _runners(self, workers: list[str]) -> dict[str, Any]:
+        """A :class:`.worker.StepRunner` actor on each of ``workers`` (made on first use, kept while they live)."""
+        for gone in set(self.runners) - set(workers):
+            del self.runners[gone]
+        made = {w: self.client.submit(StepRunner, self.spec, actor=True, workers=[w], allow_other_workers=False,
+                                      pure=False, key=f"gradreg-runner-{self.plugin_name}-{uuid.uuid4().hex[:8]}")
+                for w in workers if w not in self.runners}
+        for w, future in made.items():
+            self.runners[w] = (future, future.result())
+        return {w: actor for w, (_, actor) in self.runners.items()}
 
     def _with_retries(self, once, start: State | None):
         failures: list[str] = []   # messages only: an exception would keep the failed step's futures alive
@@ -534,6 +617,7 @@ class DataParallel:
         """Remove the graph (its plugin and replicas) from the workers."""
         if not self.closed:
             self.closed = True
+            self.runners.clear()      # the actors go when their futures are released
             self.client.unregister_worker_plugin(self.plugin_name)
 
     def __enter__(self) -> DataParallel:
@@ -588,6 +672,11 @@ def _x_name(x: Any) -> str:
     return x.op.name if isinstance(x, gr.Variable) else x.name
 
 
+def _losses(result: dict) -> list:
+    """The loss values of each step a task ran: several for a task of consecutive steps."""
+    return result["losses"] if "losses" in result else [result["ys"]]
+
+
 def _retryable() -> tuple[type[BaseException], ...]:
     """The cluster failures, a replica in another state, and no worker in the expected state."""
     return (*_cluster_failures(), ReplicaMismatch, StopIteration)
@@ -598,5 +687,6 @@ def _cluster_failures() -> tuple[type[BaseException], ...]:
     from concurrent.futures import CancelledError
 
     from distributed import KilledWorker
-    from distributed.comm.core import CommClosedError
-    return (KilledWorker, CancelledError, CommClosedError)
+
+    # OSError: connecting to a worker that died but is still listed times out
+    return (KilledWorker, CancelledError, CommClosedError, OSError)

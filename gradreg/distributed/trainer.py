@@ -57,7 +57,7 @@ def _progress_bar(steps: int, start: int):
 def train(dp, optimizer, dataset: Iterable[Mapping[Any, Any]], steps: int, *, split=None,
           checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False,
           progress: bool = True, callback: Callable[[int, float], Any] | None = None,
-          max_to_keep: int = 5, window: int = 2) -> list[float]:
+          max_to_keep: int = 5, window: int = 2, steps_per_task: int = 8) -> list[float]:
     """Train ``dp``'s xs (variables) with a v1 ``optimizer`` for up to ``steps`` batches of ``dataset``.
 
     ``optimizer``: a v1 optimizer not yet used in a graph (it is pickled to the workers; pass
@@ -67,7 +67,9 @@ def train(dp, optimizer, dataset: Iterable[Mapping[Any, Any]], steps: int, *, sp
     ``model-<step>.npz`` every ``checkpoint_every`` steps and at the end; with ``resume`` the
     newest checkpoint there is restored first (the caller skips the batches already seen,
     see ``dp.global_step``). ``callback(step, loss)`` runs after each update. ``window``: how
-    many steps are sent ahead of the one the driver waits for (0: one at a time). Returns the
+    many tasks are sent ahead of the one the driver waits for (0: one at a time).
+    ``steps_per_task``: with one shard, how many consecutive steps one task runs (their
+    callbacks and progress then come together, when the task returns). Returns the
     loss of every step. Afterwards ``dp.session`` holds the trained values.
 
         losses = dp.train(gradreg.train.AdamOptimizer(0.003), batches, steps=500, checkpoint_dir="runs/dp")
@@ -96,7 +98,7 @@ def train(dp, optimizer, dataset: Iterable[Mapping[Any, Any]], steps: int, *, sp
     drain = checkpoint_every if checkpoint_dir and checkpoint_every else None
     try:
         dp.run_steps(update, itertools.islice(dataset, steps), split, window=window, on_step=on_step,
-                     drain_every=drain, counted_from=step)
+                     drain_every=drain, counted_from=step, steps_per_task=steps_per_task)
     finally:
         if bar is not None:
             bar.close()

@@ -18,10 +18,13 @@ again, on whichever worker, gives the same bits.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import pickle
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +37,8 @@ from gradreg.errors import GradientError, GradregError
 
 State = tuple[str, int]
 STEP_WAIT = 120.0   # seconds a task sent ahead waits for the step before it on its worker
-KEEP_LOSSES = 16     # the losses of the last steps a replica remembers (steps in flight when a worker died)
+IN_LOOP = 0.25       # seconds: a StepRunner call whose steps take less runs on the worker's event loop thread
+KEEP_LOSSES = 1024   # the losses of the last steps a replica remembers (steps in flight when a worker died)
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class OptimizerUpdate:
         if tensors:
             raise GradregError(f"training updates variables, but these xs are tensors: {', '.join(tensors)}")
         self.variables = list(xs)
+        self.optimizer, self.graph = optimizer, graph
         with graph.as_default():
             before = {id(v) for v in gr.global_variables(graph)}
             self.step = global_step(graph, graph_variables)
@@ -83,13 +88,41 @@ class OptimizerUpdate:
                                                    global_step=self.step)
             created = [v for v in gr.global_variables(graph) if id(v) not in before]
             self.initialize_created = gr.variables_initializer(created) if created else None
+        self.fused: Any = None
+        self.run_apply: Any = None
+        self.steps: dict[tuple[str, ...], Any] = {}
 
     def run(self, session: gr.Session, grads: Sequence[Any]) -> None:
-        missing = [v.op.name for v, g in zip(self.variables, grads) if g is None]
-        if missing:
-            raise GradientError(f"no gradient for variable(s) {', '.join(missing)}: not connected to the loss "
-                                f"(leave them out of xs)")
-        session.run(self.apply, dict(zip(self.placeholders, grads)))
+        _check_connected(self.variables, grads)
+        if self.run_apply is None:   # compiled once: no per-step look-up of the plan by its fetches and feeds
+            self.run_apply = session.make_callable(self.apply, self.placeholders)
+        self.run_apply(*grads)
+
+    def step_callable(self, session: gr.Session, ys: Sequence[Any], grads: Sequence[Any], feeds: tuple[str, ...]):
+        """A callable of the whole step, fed ``feeds``: the loss ``ys`` and the update applying
+        ``grads`` (the gradient tensors themselves) in one plan, as ``optimizer.minimize`` in one
+        process builds it (a dense layer's weight gradient then goes straight into its weights,
+        no gradient array). Its slots are the placeholders update's (the same optimizer object)."""
+        run = self.steps.get(feeds)
+        if run is None:
+            if self.fused is None:
+                _check_connected(self.variables, grads)
+                with self.graph.as_default():
+                    before = len(gr.global_variables(self.graph))
+                    self.fused = self.optimizer.apply_gradients(list(zip(grads, self.variables)),
+                                                                global_step=self.step)
+                    if len(gr.global_variables(self.graph)) != before:
+                        raise GradregError(f"{type(self.optimizer).__name__}: a second apply_gradients made new "
+                                           f"variables; data-parallel training cannot keep them in step")
+            run = self.steps[feeds] = session.make_callable([self.fused, *ys], list(feeds))
+        return run
+
+
+def _check_connected(variables: Sequence[Any], grads: Sequence[Any]) -> None:
+    missing = [v.op.name for v, g in zip(variables, grads) if g is None]
+    if missing:
+        raise GradientError(f"no gradient for variable(s) {', '.join(missing)}: not connected to the loss "
+                            f"(leave them out of xs)")
 
 
 def global_step(graph: gr.Graph, graph_variables: dict):
@@ -130,7 +163,8 @@ class Replica:
         self.last: dict[int, list] = {}      # step -> the ys of the update that led to it (kept for recovery)
         self.lock = threading.Lock()
         self.changed = threading.Condition()   # notified whenever the state moves
-        self.busy = {"shard": 0.0, "apply": 0.0}  # seconds spent computing (not waiting), for benchmarks
+        self.busy = {"shard": 0.0, "apply": 0.0, "step": 0.0}  # seconds spent computing (not waiting), for benchmarks
+        self.step_seconds = float("inf")    # the last whole step's compute (none yet: as long as can be)
 
     # -- evaluation -----------------------------------------------------------------------------
     def shard(self, feeds: dict[str, Any], weight: float) -> dict:
@@ -142,10 +176,7 @@ class Replica:
             run = self.callables[names] = self.session.make_callable(self.fetches, list(names))
         values = run(*feeds.values())
         ys, grads = values[:len(self.ys)], iter(values[len(self.ys):])
-        for name, value in zip(self.spec.ys, ys):
-            if np.ndim(value) != 0:
-                raise GradregError(f"loss '{name}' has shape {list(np.shape(value))}: data-parallel "
-                                   f"evaluation sums the shards' losses and needs scalars")
+        self._check_scalar(ys)
         out = {"ys": [_scaled(v, weight) for v in ys],
                "grads": [_scaled(next(grads), weight) if g is not None else None for g in self.grads]}
         self.busy["shard"] += time.perf_counter() - start
@@ -178,9 +209,54 @@ class Replica:
         self.update(blueprint).run(self.session, total["grads"])
         self.busy["apply"] += time.perf_counter() - start
         self.set_state((lineage, step + 1))
-        self.last = {k: v for k, v in self.last.items() if k > step - KEEP_LOSSES}
+        self.last.pop(step + 1 - KEEP_LOSSES, None)
         self.last[step + 1] = total["ys"]
         return "applied"
+
+    def step(self, blueprint: bytes, state: State, feeds: dict[str, Any]) -> tuple[str, list | None]:
+        """The whole step from ``state`` on one shard that is the whole batch: ``(status, ys)``,
+        status as for :meth:`apply` (ys: the step's loss values; None when "missing").
+
+        The loss, its gradients and the update run in one compiled plan, as ``minimize`` builds
+        them in one process; every replica runs it on the same batch, so no gradient moves and
+        the replicas stay equal bit for bit."""
+        lineage, step = state
+        if self.state is not None and self.state[0] == lineage and self.state[1] > step:
+            return "already", self.last.get(step + 1)     # applied before (a call run again)
+        if self.state != state:
+            return "missing", None
+        start = time.perf_counter()
+        names = tuple(feeds)
+        run = self.update(blueprint).step_callable(self.session, self.ys, self.grads, names)
+        ys = [np.asarray(y) for y in run(*feeds.values())[1:]]
+        self._check_scalar(ys)
+        self.step_seconds = time.perf_counter() - start
+        self.busy["step"] += self.step_seconds
+        self.set_state((lineage, step + 1))
+        self.last.pop(step + 1 - KEEP_LOSSES, None)
+        self.last[step + 1] = ys
+        return "applied", ys
+
+    def steps(self, blueprint: bytes, state: State, batches: Sequence[dict[str, Any]]) -> tuple[str, list | None]:
+        """:meth:`step` on each batch in turn from ``state``: ``(status, the loss values of each
+        step)``. Steps this replica applied already (a task run again) are skipped, their losses
+        those it remembers; ("missing", None) if it is in no state of the steps."""
+        lineage, start = state
+        if self.state is None or self.state[0] != lineage or not start <= self.state[1] <= start + len(batches):
+            return "missing", None
+        losses: list = []
+        ran = False
+        for i, feeds in enumerate(batches):
+            status, ys = self.step(blueprint, (lineage, start + i), feeds)
+            ran = ran or status == "applied"
+            losses.append(ys)
+        return ("applied" if ran else "already"), losses
+
+    def _check_scalar(self, ys: Sequence[Any]) -> None:
+        for name, value in zip(self.spec.ys, ys):
+            if np.ndim(value) != 0:
+                raise GradregError(f"loss '{name}' has shape {list(np.shape(value))}: data-parallel "
+                                   f"evaluation sums the shards' losses and needs scalars")
 
     # -- state ----------------------------------------------------------------------------------
     def export_state(self) -> dict:
@@ -206,17 +282,19 @@ class Replica:
             self.state = state
             self.changed.notify_all()
 
+    def behind(self, state: State) -> bool:
+        """Whether this replica is in ``state``'s lineage but has not reached it yet."""
+        return self.state is not None and self.state[0] == state[0] and self.state[1] < state[1]
+
     def wait_for(self, state: State, timeout: float = STEP_WAIT) -> None:
         """Wait (outside the worker's thread pool) while this replica is behind ``state`` in the same
         lineage: a step sent ahead arrives before the update of the step before it is applied."""
-        def behind() -> bool:
-            return self.state is not None and self.state[0] == state[0] and self.state[1] < state[1]
         seceded = False
         with self.changed:
-            if behind():
+            if self.behind(state):
                 secede()       # free the worker's thread for the task this one waits for
                 seceded = True
-                self.changed.wait_for(lambda: not behind(), timeout)
+                self.changed.wait_for(lambda: not self.behind(state), timeout)
         if seceded:
             rejoin()
 
@@ -326,14 +404,61 @@ def apply_update(spec: GradientSpec, blueprint: bytes, state: State, total: dict
     return _on_replica(spec, work)
 
 
-def train_shard(spec: GradientSpec, blueprint: bytes, state: State, feeds: dict[str, Any], weight: float) -> dict:
-    """Task: a whole step on one worker holding the only replica: its shard's gradients, applied."""
+class StepRunner:
+    """A Dask actor on one worker, through which the driver runs whole steps of one shard on the
+    worker's replica (:meth:`Replica.steps`) without the scheduler: a call goes from the driver
+    to the worker and back, where a task goes driver -> scheduler -> worker -> scheduler ->
+    driver and its result is fetched again (on a loaded 2-core machine 2.6 against 13 ms).
+
+    Calls sent ahead may arrive out of order: a call for a state the replica has not reached
+    waits (in the worker's event loop, not in a thread, woken when a call before it is done)
+    until the one before it has run. The steps run one call at a time: on the worker's event
+    loop thread when the call's steps take less than IN_LOOP seconds together (judged by the
+    replica's last step; the worker answers again after that long), else on this runner's thread.
+    """
+
+    def __init__(self, spec: GradientSpec):
+        self.spec = spec
+        self.worker = get_worker()
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="gradreg-steps")
+        self.done: asyncio.Condition | None = None     # made in the worker's event loop, on the first call
+        self.replica: Replica | None = None
+
+    async def steps(self, blueprint: bytes, state: State, batches: list[dict[str, Any]]) -> dict:
+        loop = asyncio.get_running_loop()
+        if self.done is None:
+            self.done = asyncio.Condition()
+        replica = self.replica
+        if replica is None:    # built (graph loaded, gradients taken) on the runner's thread, once
+            replica = self.replica = await loop.run_in_executor(self.pool, _replica_of, self.spec, self.worker)
+        deadline = loop.time() + STEP_WAIT
+        async with self.done:
+            while replica.behind(state) and loop.time() < deadline:
+                # woken by the call before; a look every 50 ms in case the state moved otherwise (a copy)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.done.wait(), 0.05)
+        try:
+            if replica.step_seconds * len(batches) < IN_LOOP:
+                # Short steps run on the event loop's thread, as client.run's functions do: handing the
+                # GIL back and forth between it and a compute thread cost them 15-30% on a loaded machine.
+                return _run_steps(self.spec, self.worker, blueprint, state, batches)
+            return await loop.run_in_executor(self.pool, _run_steps, self.spec, self.worker, blueprint, state,
+                                              batches)
+        finally:
+            async with self.done:
+                self.done.notify_all()
+
+
+def _replica_of(spec: GradientSpec, worker) -> Replica:
+    replica: Replica = _on_replica(spec, lambda r: r, worker)
+    return replica
+
+
+def _run_steps(spec: GradientSpec, worker, blueprint: bytes, state: State, batches: list[dict[str, Any]]) -> dict:
     def work(replica: Replica) -> dict:
-        replica.expect(state)
-        total = replica.shard(feeds, weight)
-        status = replica.apply(blueprint, state, total)
-        return {"status": status, "ys": total["ys"], "worker": get_worker().address}
-    return _on_replica(spec, work, wait=state)
+        status, losses = replica.steps(blueprint, state, batches)
+        return {"status": status, "ys": losses[-1] if losses else None, "losses": losses, "worker": worker.address}
+    return _on_replica(spec, work, worker)
 
 
 # -- run on workers directly (client.run): state queries and copies ------------------------------
