@@ -204,3 +204,31 @@ def test_conv_follows_input_sizes_that_change_between_runs():
         (expected,) = reference.run(None, {"x": x})
         (got,) = session.run(["y"], {"x": x})
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=str(size))
+
+
+@pytest.mark.parametrize("node, kernel, referee", [
+    (helper.make_node("Conv", ["x", "w"], ["y"], pads=[0, 1, 0, 1]), [3, 3], "onnxruntime"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], dilations=[1, 2]), [1, 2], "onnxruntime"),
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3]), None, "onnx.reference"),
+    (helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[1, 4]), None, "onnxruntime"),
+])
+def test_a_window_larger_than_the_padded_input_is_a_typed_error_naming_the_node(node, kernel, referee):
+    """The referee refuses these too (onnxruntime gives MaxPool an empty output, onnx.reference
+    gives Conv one; each refuses the others); NumPy's own message ("window shape cannot be larger
+    than input array shape") named no sizes."""
+    from gradreg.errors import ExecutionError
+    initializer = [] if kernel is None else [onnx.numpy_helper.from_array(np.ones([1, 1] + kernel, np.float32), "w")]
+    model = helper.make_model(helper.make_graph(
+        [node], "m", [helper.make_tensor_value_info("x", F, [1, 1, 2, 2])],
+        [helper.make_tensor_value_info("y", F, [1, 1, None, None])], initializer=initializer),
+        opset_imports=[helper.make_opsetid("", 18)])
+    x = np.ones((1, 1, 2, 2), np.float32)
+    from onnx.reference import ReferenceEvaluator
+    with pytest.raises(Exception):     # noqa: B017 (onnxruntime's and onnx.reference's own errors)
+        if referee == "onnxruntime":
+            ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+        else:
+            ReferenceEvaluator(model).run(None, {"x": x})
+    with pytest.raises(ExecutionError, match=r"node 'y' \(op onnx::\w+Pool|node 'y' \(op onnx::Conv\): the window "
+                                             r"\[\d, \d\] \(kernel .*\) is larger than the padded input \[2, \d\]"):
+        gr.Session(load_onnx(model)).run(["y"], {"x": x})

@@ -24,6 +24,16 @@ def node_error(op, message: str) -> ExecutionError:
     return ExecutionError(f"{describe_node(op.name, op.type)}: {message}", op.name, op.type)
 
 
+def _windowed(op, x: np.ndarray, g: Geometry) -> Geometry:
+    """``g``, if its window fits the padded input at least once along every axis."""
+    if min(g.out, default=1) < 1:
+        n = len(g.kernel)
+        padded = [s + g.pads[i] + g.pads[i + n] for i, s in enumerate(x.shape[2:])]
+        raise node_error(op, f"the window {list(g.effective)} (kernel {list(g.kernel)}, dilations "
+                             f"{list(g.dilations)}) is larger than the padded input {padded}")
+    return g
+
+
 # -- optionals: a value or None (onnx.reference's Optional wraps its value in a list) -------------
 
 @kernel("onnx::Optional")
@@ -183,7 +193,7 @@ def _conv(op, ctx):
         sizes = (x.shape[2:], w.shape[2:])
         known, g = last[0]
         if known != sizes:
-            g = geometry(op, *sizes)
+            g = _windowed(op, x, geometry(op, *sizes))
             last[0] = (sizes, g)
         if w.shape[1] * group != x.shape[1] or w.shape[0] % group:
             raise node_error(op, f"filter {list(w.shape)} does not fit input {list(x.shape)} with group {group}")
@@ -252,7 +262,7 @@ def _max_pool(op, ctx):
     with_indices = len(op.outputs) == 2
 
     def compute(x):
-        g = geometry(op, x.shape[2:], kernel, ceil_mode)
+        g = _windowed(op, x, geometry(op, x.shape[2:], kernel, ceil_mode))
         view = windows(x, g, _lowest(x.dtype))
         flat = view.reshape(view.shape[:2 + len(kernel)] + (-1,))
         y = flat.max(axis=-1)
@@ -283,7 +293,7 @@ def _average_pool(op, ctx):
     include_pad = bool(op.get_attr("count_include_pad"))
 
     def compute(x):
-        g = geometry(op, x.shape[2:], kernel)
+        g = _windowed(op, x, geometry(op, x.shape[2:], kernel))
         axes = tuple(range(-len(kernel), 0))
         total = windows(x, g, 0).sum(axis=axes)
         if include_pad:
@@ -301,7 +311,7 @@ def _lp_pool(op, ctx):
     p = float(op.get_attr("p"))
 
     def compute(x):
-        g = geometry(op, x.shape[2:], kernel)
+        g = _windowed(op, x, geometry(op, x.shape[2:], kernel))
         total = (np.abs(windows(x, g, 0)) ** p).sum(axis=tuple(range(-len(kernel), 0)))
         return (total ** (1.0 / p)).astype(x.dtype, copy=False)
     return compute
