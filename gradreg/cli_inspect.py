@@ -27,7 +27,7 @@ from gradreg.file_access import check_named_file
 from gradreg.formats import format_for_path
 from gradreg.formats.graphdef import BINARY
 from gradreg.model.frames import ENTER, EXIT, LOOP_COND, NEXT_ITERATION, SWITCH, LoopStructure, is_loop_merge
-from gradreg.model.graph import FunctionLibrary, Graph, Operation, Tensor, parse_input_name, unlinked_operation
+from gradreg.model.graph import FunctionLibrary, Graph, NodeReader, Operation, Tensor, parse_input_name
 from gradreg.model.model_file import DeclaredTensor, model_file
 from gradreg.model.node_bytes import read_table, split_graph_def
 from gradreg.model.shape_inference import infer_shapes
@@ -278,6 +278,7 @@ def node_lines(summary: dict[str, Any]) -> list[str]:
 # -- a big GraphDef, summarized without building it ------------------------------------------
 
 QUICK_FROM = 100_000     # nodes: a GraphDef this big is summarized from its node table
+QUICK_CANDIDATES = 10_000   # nodes nobody reads: up to this many (or a quarter of the nodes), it still is
 
 
 def quick_graph_summary(path: str) -> dict[str, Any] | None:
@@ -292,7 +293,9 @@ def quick_graph_summary(path: str) -> dict[str, Any] | None:
     None (for the caller to load the graph) for anything else: a smaller graph, another format,
     a file that is not a regular one, v1 loops (Enter/Exit), nodes not laid out as protobuf
     writes them, duplicate or missing names, inputs naming missing nodes, more nodes than the
-    limit: loading the graph then says what is wrong."""
+    limit (loading the graph then says what is wrong), or more nodes nobody reads than
+    QUICK_CANDIDATES and a quarter of the nodes (each is looked at: building the graph is
+    faster then)."""
     check_named_file(path, path)
     try:
         info = os.stat(path)
@@ -321,8 +324,11 @@ class QuickGraph:
         self.table, self.nodes, self.source = table, nodes, source
         self.producer, self.port, self.control = producer, port, control
         self.consumer = np.repeat(np.arange(len(table), dtype=np.int64), np.diff(table.input_start))
+        # the nodes nobody reads: the candidates for outputs, each looked at (tens of us)
+        self.unconsumed = np.flatnonzero(np.bincount(producer[~control], minlength=len(table)) == 0)
         self.graph = Graph()        # for op definitions: the registry's and the file's functions
         self.graph.share_library(FunctionLibrary(template.library))
+        self.reader = NodeReader(self.graph, source)
         self._views: dict[int, _OpView] = {}
         self._consumers: Any = None
 
@@ -354,7 +360,10 @@ class QuickGraph:
             if found is None:
                 return None
             producer[k], port[k], control[k] = found, at, is_control
-        return cls(table, nodes, template, source, producer, port, control)
+        quick = cls(table, nodes, template, source, producer, port, control)
+        if quick.unconsumed.size > max(QUICK_CANDIDATES, n // 4):
+            return None      # looking at each would take longer than building the graph
+        return quick
 
     def view(self, i: int) -> _OpView:
         found = self._views.get(i)
@@ -362,28 +371,31 @@ class QuickGraph:
             found = self._views[i] = _OpView(self, i)
         return found
 
+    def _reading(self, i: int, control: bool) -> Any:
+        """The positions (in the inputs) of the data or control inputs naming node i, found in an
+        index of all inputs by producer, built once (a summary asks for a few nodes' readers)."""
+        if self._consumers is None:
+            key = self.producer * 2 + self.control
+            order = np.argsort(key, kind="stable")
+            self._consumers = (order, key[order])
+        order, sorted_keys = self._consumers
+        lo, hi = np.searchsorted(sorted_keys, [2 * i + control, 2 * i + control + 1])
+        return order[lo:hi]
+
     def consumers(self, i: int, port: int) -> list[_OpView]:
         """The nodes with output ``port`` of node i among their data inputs."""
-        if self._consumers is None:
-            data = np.flatnonzero(~self.control)
-            order = data[np.argsort(self.producer[data], kind="stable")]
-            self._consumers = (order, self.producer[order])
-        order, sorted_producers = self._consumers
-        lo, hi = np.searchsorted(sorted_producers, [i, i + 1])
-        found = order[lo:hi]
+        found = self._reading(i, False)
         return [self.view(int(c)) for c in self.consumer[found[self.port[found] == port]].tolist()]
 
     def control_consumers(self, i: int) -> list[_OpView]:
-        found = np.flatnonzero(self.control & (self.producer == i))
-        return [self.view(int(c)) for c in self.consumer[found].tolist()]
+        return [self.view(int(c)) for c in self.consumer[self._reading(i, True)].tolist()]
 
     def summary(self) -> dict[str, Any]:
         """graph_summary's dict, with ``quick`` saying what was not done."""
         table = self.table
         n = len(table)
-        consumed = np.bincount(self.producer[~self.control], minlength=n)
         outputs: list[_TensorView] = []
-        for i in np.flatnonzero(consumed == 0).tolist():
+        for i in self.unconsumed.tolist():
             if table.ops[i] in NOT_OUTPUTS:
                 continue
             op = self.view(i)
@@ -417,12 +429,13 @@ class _OpView:
         self.name: str = quick.table.names[i]
         self.type: str = quick.table.ops[i]
         self._outputs: list[_TensorView] | None = None
+        self._in: tuple[list[_TensorView], list[_OpView]] | None = None
 
     @property
     def outputs(self) -> list[_TensorView]:
         if self._outputs is None:
             quick = self._quick
-            op = unlinked_operation(quick.graph, quick.nodes[self._i], quick.source)
+            op = quick.reader.operation(quick.nodes[self._i])
             start, stop = quick.table.input_start[self._i], quick.table.input_start[self._i + 1]
             try:
                 if op.type in PLACEHOLDERS and op.outputs:      # the shape it declares
@@ -434,25 +447,31 @@ class _OpView:
             self._outputs = [_TensorView(self, k, t.dtype, t.shape) for k, t in enumerate(op.outputs)]
         return self._outputs
 
-    def _inputs(self, control: bool) -> list[int]:
-        quick = self._quick
-        start, stop = quick.table.input_start[self._i], quick.table.input_start[self._i + 1]
-        return [k for k in range(start, stop) if bool(quick.control[k]) is control]
+    def _edges(self) -> tuple[list[_TensorView], list[_OpView]]:
+        """(data inputs, control inputs), made once."""
+        if self._in is None:
+            quick = self._quick
+            start, stop = int(quick.table.input_start[self._i]), int(quick.table.input_start[self._i + 1])
+            data: list[_TensorView] = []
+            controls: list[_OpView] = []
+            for producer, port, control in zip(quick.producer[start:stop].tolist(), quick.port[start:stop].tolist(),
+                                               quick.control[start:stop].tolist()):
+                view = quick.view(producer)
+                if control:
+                    controls.append(view)
+                    continue
+                outputs = view.outputs
+                data.append(outputs[port] if port < len(outputs) else _TensorView(view, port, None, None))
+            self._in = (data, controls)
+        return self._in
 
     @property
     def inputs(self) -> list[_TensorView]:
-        quick = self._quick
-        out = []
-        for k in self._inputs(False):
-            producer = quick.view(int(quick.producer[k]))
-            port = int(quick.port[k])
-            outputs = producer.outputs
-            out.append(outputs[port] if port < len(outputs) else _TensorView(producer, port, None, None))
-        return out
+        return self._edges()[0]
 
     @property
     def control_inputs(self) -> list[_OpView]:
-        return [self._quick.view(int(self._quick.producer[k])) for k in self._inputs(True)]
+        return self._edges()[1]
 
     @property
     def control_outputs(self) -> list[_OpView]:

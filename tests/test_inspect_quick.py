@@ -234,3 +234,34 @@ def test_a_node_with_more_fields_than_the_passes_is_left_to_the_full_load(monkey
     assert read_table([node.SerializeToString()]) is None        # 6 fields
     node = node_def_pb2.NodeDef(name="s", op="AddN", input=[f"x{i}" for i in range(3)])
     assert read_table([node.SerializeToString()]).inputs == ["x0", "x1", "x2"]
+
+
+def test_a_graph_most_of_whose_nodes_nobody_reads_is_built(tmp_path, monkeypatch):
+    """Each node nobody reads is looked at (tens of us): with many, building the graph is faster."""
+    monkeypatch.setattr(ci, "QUICK_FROM", 0)
+    monkeypatch.setattr(ci, "QUICK_CANDIDATES", 5)
+    graph_def = _chain(2)
+    for i in range(40):
+        node = graph_def.node.add(name=f"fan{i}", op="Identity", input=["x"])
+        _attr(node, "T").type = 1
+    path = tmp_path / "fan.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    assert ci.QuickGraph.read(path.read_bytes(), str(path), config.max_nodes) is None
+    monkeypatch.setattr(ci, "QUICK_CANDIDATES", 100)
+    quick = ci.QuickGraph.read(path.read_bytes(), str(path), config.max_nodes).summary()
+    assert _without_output_shapes(quick) == _without_output_shapes(ci.graph_summary(load_graph(path)))
+
+
+def test_a_corrupt_attr_of_a_node_looked_at_is_a_graph_file_error(tmp_path, quick_from_zero):
+    from gradreg.errors import GraphFileError
+
+    graph_def = _chain(5)
+    raw = bytearray(graph_def.SerializeToString())
+    # the last node's attr entry: its AttrValue's type field (tag 0x30) made a length-delimited
+    # field running past the entry
+    at = raw.rindex(b"\x30")
+    raw[at] = 0x32
+    path = tmp_path / "corrupt.pb"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(GraphFileError, match="truncated or corrupt"):
+        ci.quick_graph_summary(str(path))

@@ -1235,17 +1235,23 @@ class _Importer:
             raise type(exc)(f"{self.source}: {exc}") from None
 
 
-def unlinked_operation(graph: Graph, raw: bytes, source: str) -> Operation:
-    """The Operation of one serialized NodeDef, checked as import_graph_def checks it (name, attr
-    kinds and counts) and with its outputs typed, but with no inputs, not in ``graph`` (whose
-    op definitions and library it uses) and without shapes: for a look at a few nodes of a graph
-    too big to build (gradreg.cli_inspect)."""
-    try:
-        node_def_pb2.NodeDef.FromString(raw)
-    except (protobuf_message.DecodeError, ValueError, RuntimeError) as exc:
-        raise GraphFileError(f"{source}: not a binary GraphDef (truncated or corrupt: {exc})") from None
-    op, _ = _Importer(graph, source, 1).add(raw)
-    return op
+class NodeReader:
+    """Operations of single serialized NodeDefs, checked as import_graph_def checks them (name,
+    attr kinds and counts) and with their outputs typed, but with no inputs, not in ``graph``
+    (whose op definitions and library they use) and without shapes: for a look at a few nodes
+    of a graph too big to build (gradreg.cli_inspect). Nodes with the same attrs share one
+    decoding of them, as in an import."""
+
+    def __init__(self, graph: Graph, source: str):
+        self._importer = _Importer(graph, source, 1)
+        self._source = source
+
+    def operation(self, raw: bytes) -> Operation:
+        try:
+            op, _ = self._importer.add(raw)
+        except (protobuf_message.DecodeError, ValueError, RuntimeError) as exc:
+            raise GraphFileError(f"{self._source}: not a binary GraphDef (truncated or corrupt: {exc})") from None
+        return op
 
 
 def _check_node_name(name: str, op_type: str, source: str) -> None:
