@@ -12,6 +12,7 @@ results, not loop internals or control-flow and variable plumbing.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import os
 import re
@@ -30,7 +31,6 @@ from gradreg.model.frames import ENTER, EXIT, LOOP_COND, NEXT_ITERATION, SWITCH,
 from gradreg.model.graph import FunctionLibrary, Graph, NodeReader, Operation, Tensor, parse_input_name
 from gradreg.model.model_file import DeclaredTensor, model_file
 from gradreg.model.node_bytes import read_table, split_graph_def
-from gradreg.model.shape_inference import infer_shapes
 from gradreg.model.shapes import TensorShape
 from gradreg.model.traversal import topological_order
 
@@ -436,14 +436,9 @@ class _OpView:
         if self._outputs is None:
             quick = self._quick
             op = quick.reader.operation(quick.nodes[self._i])
-            start, stop = quick.table.input_start[self._i], quick.table.input_start[self._i + 1]
-            try:
-                if op.type in PLACEHOLDERS and op.outputs:      # the shape it declares
+            if op.type in PLACEHOLDERS and op.outputs:      # the shape it declares (outputs' are not inferred)
+                with contextlib.suppress(GradregError):
                     op.outputs[0].shape = op.get_attr("shape")
-                elif op.definition is not None and not (~quick.control[start:stop]).any():
-                    infer_shapes(op)    # a node without data inputs: its attrs say its shapes
-            except GradregError:
-                pass
             self._outputs = [_TensorView(self, k, t.dtype, t.shape) for k, t in enumerate(op.outputs)]
         return self._outputs
 
