@@ -30,13 +30,20 @@ Compiled loops (the numba backend, gradreg.backends.numba):
 * ``elementwise(...)`` (also in gradreg.plugin) describes an elementwise op for fusion;
   ``same_shapes`` is the ``accepts`` of ops that do not broadcast.
 
+Memory (gradreg.backends.memory):
+
+* ``Recycler()``: ``empty(shape, dtype)`` as ``np.empty``, but a large array it handed out
+  before comes back once nothing else references it: a kernel keeps one (in its factory) for
+  outputs that are large temporaries of a plan, which then keep their pages from call to call.
+
 Families import this module, never gradreg.backends' own modules: a backend may change how
 it does these things without touching a family.
 """
+from gradreg.backends.memory import Recycler
 from gradreg.backends.numba.codegen import compile_module
 from gradreg.backends.numba.description import elementwise, numba_available, same_shapes
 from gradreg.backends.threads import blas_threads, max_threads, threads_for
 from gradreg.backends.workers import parallel, split
 
-__all__ = ["blas_threads", "compile_module", "elementwise", "max_threads", "numba_available", "parallel",
+__all__ = ["Recycler", "blas_threads", "compile_module", "elementwise", "max_threads", "numba_available", "parallel",
            "same_shapes", "split", "threads_for"]

@@ -18,6 +18,10 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import sys
+from typing import Any
+
+import numpy as np
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -53,3 +57,43 @@ def retain_freed_memory() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+# -- buffers a kernel reuses ---------------------------------------------------------------
+
+# Outputs from this size on are worth keeping for the next call: below it, malloc's own free
+# lists serve them without new pages.
+RECYCLE_BYTES = 1 << 16
+
+
+class Recycler:
+    """Arrays a kernel hands out and takes back once nothing else holds them: a plan's large
+    temporaries (a loop's stacked values, a hoisted product) then keep their pages from one call
+    to the next instead of faulting them in again after malloc gave the heap back to the system
+    (without tuning malloc for the whole process, as :func:`retain_freed_memory` does).
+
+    ``empty(shape, dtype)`` is ``np.empty``, except that an array of ``RECYCLE_BYTES`` or more it
+    handed out before comes back when Python holds no other reference to it: no variable, no
+    view (a view holds its base), no fetched result the caller kept. Each kernel keeps its own
+    (one per node of a plan), with at most ``slots`` arrays: what it holds between calls is
+    about that node's outputs of the last call. Safe from several threads: a thread looking at
+    an array holds a reference to it, so two cannot both find it free."""
+
+    __slots__ = ("_buffers", "_slots")
+
+    def __init__(self, slots: int = 2):
+        self._buffers: list[np.ndarray] = []
+        self._slots = slots
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        buffers = self._buffers
+        for buffer in buffers:
+            # references: the list's, this loop's variable and getrefcount's argument
+            if sys.getrefcount(buffer) == 3 and buffer.shape == shape and buffer.dtype == dtype:
+                return buffer
+        out = np.empty(shape, dtype)
+        if out.nbytes >= RECYCLE_BYTES:
+            if len(buffers) >= self._slots:
+                buffers.pop(0)
+            buffers.append(out)
+        return out

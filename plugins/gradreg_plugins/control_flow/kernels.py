@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradreg import config, deadline
+from gradreg import kernel_support as ks
 from gradreg.build.functions import call_attrs_of
 from gradreg.errors import ExecutionError, IterationLimitError, describe_node
 from gradreg.registry.kernels import IDENTITY, NOOP
@@ -347,6 +348,7 @@ def _empty_list(op, ctx):
 def _reserve(op, ctx):
     dtype = op.get_attr("element_dtype")
     dense = dtype.storage.kind in "biufc"
+    recycler = ks.Recycler()   # a loop gradient's per-iteration values: the same size each call
 
     def reserve(element_shape, num_elements):
         n = int(num_elements)
@@ -356,7 +358,7 @@ def _reserve(op, ctx):
         shape = _shape_value(element_shape)
         if dense and shape is not None and None not in shape:
             ctx.check_shape([n, *shape], op)
-            return TensorList(dtype, shape, None, n, _Slots(np.empty([n, *shape], dtype=dtype.storage)))
+            return TensorList(dtype, shape, None, n, _Slots(recycler.empty((n, *shape), dtype.storage)))
         return TensorList.from_items(dtype, shape, [None] * n)
     return reserve
 
@@ -397,6 +399,7 @@ def _pop_back(op, ctx):
 @kernel("TensorListStack")
 def _stack_list(op, ctx):
     dtype = op.get_attr("element_dtype")
+    recycler = ks.Recycler()
 
     def stack(handle, element_shape):
         dense = handle.dense()
@@ -414,7 +417,8 @@ def _stack_list(op, ctx):
                 type(v) is np.ndarray and v.dtype == storage and v.shape == first.shape for v in items):
             # One concatenation along the rows, then a view: half np.stack's time (it makes a
             # new-axis view of every element first).
-            return np.concatenate(items).reshape(len(items), *first.shape)
+            out = recycler.empty((len(items) * first.shape[0], *first.shape[1:]), storage)
+            return np.concatenate(items, out=out).reshape(len(items), *first.shape)
         if all(type(v) is np.ndarray and v.dtype == storage for v in items):
             return np.stack(items)     # np.stack checks that the shapes agree
         filled = [v if v is not None else _zeros(op, ctx, shape, dtype) for v in items]

@@ -21,8 +21,10 @@ def _compute_type(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.float16 else dtype
 
 
-def _product(a, b, out_dtype):
+def _product(a, b, out_dtype, recycler=None):
     ct = _compute_type(out_dtype)
+    if recycler is not None and ct == out_dtype and a.dtype == ct and b.dtype == ct and a.ndim == b.ndim == 2:
+        return np.matmul(a, b, out=recycler.empty((a.shape[0], b.shape[1]), ct))
     return np.matmul(a.astype(ct, copy=False), b.astype(ct, copy=False)).astype(out_dtype, copy=False)
 
 
@@ -107,6 +109,8 @@ def _matmul(op, ctx):
             return np.matmul(a.T if ta else a, b.T if tb else b)
         return fast
 
+    recycler = ks.Recycler()    # a product of sizes known at run time only: a loop gradient's, ...
+
     def compute(a, b):
         if a.ndim != 2 or b.ndim != 2:
             raise ValueError(f"In[0] and In[1] must be matrices: shapes {list(a.shape)}, {list(b.shape)}")
@@ -116,7 +120,7 @@ def _matmul(op, ctx):
             raise ValueError(f"Matrix size-incompatible: In[0]: {list(a.shape)}, In[1]: {list(b.shape)}")
         if check is not None:
             check((a.shape[0], b.shape[1]))
-        return _product(a, b, a.dtype)
+        return _product(a, b, a.dtype, recycler)
     return compute
 
 
@@ -147,7 +151,10 @@ def _matmul_loop_hoist(op, ctx, outside):
     source, begin = row
     tb = bool(op.get_attr("transpose_b"))
     storage = dtype.storage
-    product = _sized(lambda p, q: np.dot(p, q.T if tb else q), False, tb)
+    recycler = ks.Recycler()    # the table: the same size each call
+    product = _sized(lambda p, q: np.dot(p, q.T if tb else q,
+                                         out=recycler.empty((p.shape[0], q.shape[0 if tb else 1]), storage)),
+                     False, tb)
 
     def precompute(x, w):
         if type(x) is not np.ndarray or type(w) is not np.ndarray or x.ndim != 3 or w.ndim != 2 \
