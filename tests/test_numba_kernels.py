@@ -242,6 +242,27 @@ def test_unsorted_segment_sum(dtype, scattered):
         numba_kernel(values_, segment_ids, np.int32(5))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_unsorted_segment_sum_of_rows_in_order(dtype, scattered):
+    # ids 0, 1, ..., n - 1 (a loop gradient's rows of xs[t]): each segment is its row, no scatter;
+    # ids almost in order, or fewer segments than ids, are scattered
+    rng = np.random.default_rng(17)
+    graph = gr.Graph()
+    with graph.as_default():
+        node = gr.apply_op("UnsortedSegmentSum", gr.placeholder(gr.as_dtype(dtype), None),
+                           gr.placeholder(gr.int64, None), gr.placeholder(gr.int32, []))
+    values_ = (rng.standard_normal((12, 4, 3)) * 10).astype(dtype)
+    in_order = np.arange(12, dtype=np.int64)
+    assert_kernels_agree(node, values_, in_order, np.int32(12), dtype=dtype)
+    assert_kernels_agree(node, values_[:, :1], in_order.reshape(12, 1), np.int32(12), dtype=dtype)  # ids [12, 1]
+    assert not scattered
+    swapped = in_order.copy()
+    swapped[[3, 4]] = swapped[[4, 3]]
+    assert_kernels_agree(node, values_, swapped, np.int32(12), dtype=dtype)
+    assert_kernels_agree(node, values_, in_order, np.int32(13), dtype=dtype)   # one more, empty segment
+    assert len(scattered) == 2
+
+
 @pytest.mark.parametrize("op_type", ["UnsortedSegmentMax", "UnsortedSegmentMin", "UnsortedSegmentProd"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 def test_unsorted_segment_max_min_prod(op_type, dtype):

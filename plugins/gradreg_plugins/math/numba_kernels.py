@@ -231,6 +231,7 @@ def _unsorted_segment(op, ctx, combine: str):
     if op.get_attr("T") not in _SCATTER_TYPES or not numba_available():
         return None
     checked = _numpy_kernel(op, ctx)
+    rows_in_order = _RowsInOrder() if combine == "add" else None
 
     def compute(data, segment_ids, num_segments):
         ids = np.asarray(segment_ids)
@@ -239,8 +240,27 @@ def _unsorted_segment(op, ctx, combine: str):
         if n < 0 or data.shape[:ids.ndim] != ids.shape or not _fits(n, inner, ctx) \
                 or (ids.size and ids.max() >= n):
             return checked(data, segment_ids, num_segments)
+        if rows_in_order is not None and rows_in_order(ids, n):
+            return data.reshape((n, *inner))
         return _scatter(data, ids.reshape(-1), n, inner, combine)
     return _scatter_tiered(op, checked, compute, combine)
+
+
+class _RowsInOrder:
+    """Whether segment ids are 0, 1, ..., n - 1: each segment's sum is then its one row, the data
+    as it is (a loop gradient's rows of ``xs[t]``, one per iteration, collected in order)."""
+
+    __slots__ = ("_range",)
+
+    def __init__(self) -> None:
+        self._range = np.arange(0)
+
+    def __call__(self, ids: np.ndarray, n: int) -> bool:
+        if ids.size != n or ids.dtype.kind not in "iu":
+            return False
+        if len(self._range) != n:
+            self._range = np.arange(n)
+        return bool(np.array_equal(ids.reshape(-1), self._range))
 
 
 for _op_type, _combine in (("UnsortedSegmentSum", "add"), ("UnsortedSegmentMax", "max"),
