@@ -326,3 +326,36 @@ def test_the_gradreg_command_keeps_freed_memory_in_its_own_process(mallopt, monk
     monkeypatch.setattr(memory, "_done", False)
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")   # the user's own setting wins
     assert memory.retain_freed_memory() is False and len(recorder.calls) == 2
+
+
+@pytest.mark.parametrize("limit, expected", [("1", 1), (None, 2)])
+def test_a_product_of_run_time_sizes_keeps_to_the_threads_it_is_given(monkeypatch, limit, expected):
+    # MatMul of shapes known only when it runs (a loop gradient's stacked rows): its BLAS call
+    # gets the threads its size earns within GRADREG_THREADS, as a product of static shapes does
+    from gradreg_plugins.math import linalg_kernels
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        if threads.blas_limit() != 2:
+            pytest.skip("NumPy's BLAS here cannot run two threads")
+        monkeypatch.setattr(threads, "cores", lambda: 2)
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        if limit is None:
+            monkeypatch.delenv("GRADREG_THREADS", raising=False)
+        else:
+            monkeypatch.setenv("GRADREG_THREADS", limit)
+        seen = []
+        real_product = linalg_kernels._product
+
+        def product(*args):
+            seen.append(threads._the_blas().current())
+            return real_product(*args)
+        monkeypatch.setattr(linalg_kernels, "_product", product)
+        g = gr.Graph()
+        with g.as_default():
+            a = gr.placeholder(gr.float64, [None, None])
+            b = gr.placeholder(gr.float64, [None, None])
+            c = gr.matmul(a, b, transpose_b=True)
+        rng = np.random.default_rng(5)
+        x, y = rng.normal(size=(300, 200)), rng.normal(size=(100, 200))
+        np.testing.assert_allclose(gr.Session(g, backend="numpy").run(c, {a: x, b: y}), x @ y.T, rtol=1e-12)
+        assert seen == [expected]
+        assert threads._the_blas().current() == 2

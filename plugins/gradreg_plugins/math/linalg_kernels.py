@@ -109,7 +109,13 @@ def _matmul(op, ctx):
             return np.matmul(a.T if ta else a, b.T if tb else b)
         return fast
 
-    recycler = ks.Recycler()    # a product of sizes known at run time only: a loop gradient's, ...
+    return _checked(ta, tb, check)
+
+
+def _checked(ta: bool, tb: bool, check):
+    """MatMul of shapes known only when it runs (a loop gradient's stacked rows, ...): the
+    shapes checked, the BLAS threads its size earns, and its output reused from call to call."""
+    recycler = ks.Recycler()
 
     def compute(a, b):
         if a.ndim != 2 or b.ndim != 2:
@@ -120,7 +126,11 @@ def _matmul(op, ctx):
             raise ValueError(f"Matrix size-incompatible: In[0]: {list(a.shape)}, In[1]: {list(b.shape)}")
         if check is not None:
             check((a.shape[0], b.shape[1]))
-        return _product(a, b, a.dtype, recycler)
+        flops = 2 * a.shape[0] * a.shape[1] * b.shape[1]
+        if flops <= THREADED_PRODUCT:
+            return _product(a, b, a.dtype, recycler)
+        with ks.blas_threads(ks.threads_for(flops, FLOPS_PER_THREAD)):   # as the products of static sizes
+            return _product(a, b, a.dtype, recycler)
     return compute
 
 
