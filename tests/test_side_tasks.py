@@ -311,3 +311,43 @@ def test_gradreg_side_tasks_off_runs_every_node_in_place(monkeypatch, side_on):
         for value, expected in zip(session.run([loss, *grads], {x: x_value}), _handwritten(g, x_value)):
             np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
     assert side_on["deferred"] == 0 and side_on["inline"] == 0
+
+
+@pytest.mark.parametrize("slower, kept", [(0.05, "single"), (0.3, "faster")])
+def test_more_threads_must_be_clearly_faster_than_one(monkeypatch, side_on, slower, kept):
+    # a virtual clock again: every call takes 30 ms, one-thread calls ``slower`` more; a mode
+    # with more threads is kept only when one thread is MODE_MARGIN (10%) slower than it
+    monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
+    import gradreg.runtime.plan as plan_module
+    g, x, loss, grads, x_value = _weight_gradients_graph(5)
+    plan = _session(g).plan_for([loss, *grads], [x])
+    plan._installed = len(plan.upgrades)
+    monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
+    clock = [0.0]
+
+    class VirtualTime:
+        @staticmethod
+        def perf_counter() -> float:
+            return clock[0]
+    monkeypatch.setattr(plan_module, "time", VirtualTime)
+    calling = [""]
+
+    def marked(mode, maker):
+        def make():
+            calling[0] = mode
+            return maker()
+        return make
+    for mode in list(plan._makers):
+        plan._makers[mode] = marked(mode, plan._makers[mode])
+    run_plan = plan._fn
+
+    def timed_run(*args):
+        clock[0] += 0.03 * (1 + slower) if calling[0] == "single" else 0.03
+        return run_plan(*args)
+    plan._fn = timed_run
+    want = _handwritten(g, x_value)
+    for _ in range(3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK + 3):
+        for value, expected in zip(plan([x_value]), want):
+            np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
+    assert plan.trials == 1, plan.mode_medians
+    assert (plan.mode == "single") == (kept == "single"), plan.mode_medians
