@@ -42,6 +42,15 @@ def test_another_shape_or_type_or_a_small_array_is_a_new_one():
     assert not any(b.shape == (4, 4) for b in recycler._buffers)   # small ones are not kept
 
 
+def test_an_array_over_the_limit_is_not_kept(monkeypatch):
+    monkeypatch.setattr(memory, "RECYCLE_MAX_BYTES", 1 << 18)
+    recycler = ks.Recycler()
+    kept = recycler.empty((256, 256), np.float32)           # 256 KiB: kept
+    large = recycler.empty((256, 512), np.float32)          # 512 KiB: not
+    assert [b.shape for b in recycler._buffers] == [(256, 256)]
+    del kept, large
+
+
 STEPS, BATCH, INPUT, HIDDEN = 7, 3, 4, 5
 
 

@@ -62,8 +62,10 @@ def retain_freed_memory() -> bool:
 # -- buffers a kernel reuses ---------------------------------------------------------------
 
 # Outputs from this size on are worth keeping for the next call: below it, malloc's own free
-# lists serve them without new pages.
+# lists serve them without new pages. Above RECYCLE_MAX_BYTES they are not kept (what a plan
+# holds between calls stays bounded: a kernel keeps at most ``slots`` arrays of that size).
 RECYCLE_BYTES = 1 << 16
+RECYCLE_MAX_BYTES = 1 << 26
 
 
 class Recycler:
@@ -72,11 +74,11 @@ class Recycler:
     to the next instead of faulting them in again after malloc gave the heap back to the system
     (without tuning malloc for the whole process, as :func:`retain_freed_memory` does).
 
-    ``empty(shape, dtype)`` is ``np.empty``, except that an array of ``RECYCLE_BYTES`` or more it
-    handed out before comes back when Python holds no other reference to it: no variable, no
-    view (a view holds its base), no fetched result the caller kept. Each kernel keeps its own
-    (one per node of a plan), with at most ``slots`` arrays: what it holds between calls is
-    about that node's outputs of the last call. Safe from several threads: a thread looking at
+    ``empty(shape, dtype)`` is ``np.empty``, except that an array of ``RECYCLE_BYTES`` to
+    ``RECYCLE_MAX_BYTES`` it handed out before comes back when Python holds no other reference
+    to it: no variable, no view (a view holds its base), no fetched result the caller kept.
+    Each kernel keeps its own (one per node of a plan), with at most ``slots`` arrays: what it
+    holds between calls is about that node's outputs of the last call. Safe from several threads: a thread looking at
     an array holds a reference to it, so two cannot both find it free."""
 
     __slots__ = ("_buffers", "_slots")
@@ -92,7 +94,7 @@ class Recycler:
             if sys.getrefcount(buffer) == 3 and buffer.shape == shape and buffer.dtype == dtype:
                 return buffer
         out = np.empty(shape, dtype)
-        if out.nbytes >= RECYCLE_BYTES:
+        if RECYCLE_BYTES <= out.nbytes <= RECYCLE_MAX_BYTES:
             if len(buffers) >= self._slots:
                 buffers.pop(0)
             buffers.append(out)
