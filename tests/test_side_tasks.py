@@ -226,8 +226,10 @@ def test_a_plan_tries_its_modes_and_keeps_the_fastest(monkeypatch, side_on):
         return submit(self, fn, *args)
     monkeypatch.setattr(call_modes.SideTasks, "submit", slow_submit)
     want = _handwritten(g, x_value)
-    for _ in range(3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK):
-        assert plan.trials == 0 and plan.mode == "side"    # side tasks until the trial has chosen
+    for _ in range(3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK):   # the trial's calls at most
+        if plan.trials:
+            break
+        assert plan.mode == "side"    # side tasks until the trial has chosen
         for value, expected in zip(plan([x_value]), want):
             np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
     assert plan.trials == 1 and plan.mode in ("split", "single")
@@ -351,3 +353,50 @@ def test_more_threads_must_be_clearly_faster_than_one(monkeypatch, side_on, slow
             np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
     assert plan.trials == 1, plan.mode_medians
     assert (plan.mode == "single") == (kept == "single"), plan.mode_medians
+
+
+def test_a_mode_far_slower_than_another_runs_no_more_calls_in_the_trial(monkeypatch, side_on):
+    # virtual clock: one-thread calls take 10 ms, the others 200 ms (a neighbour holding the
+    # core a split waits for); once both have a timed call, the slow modes' calls stop
+    monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
+    import gradreg.runtime.plan as plan_module
+    g, x, loss, grads, x_value = _weight_gradients_graph(5)
+    plan = _session(g).plan_for([loss, *grads], [x])
+    plan._installed = len(plan.upgrades)
+    monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
+    clock = [0.0]
+
+    class VirtualTime:
+        @staticmethod
+        def perf_counter() -> float:
+            return clock[0]
+    monkeypatch.setattr(plan_module, "time", VirtualTime)
+    calling, ran = [""], []
+
+    def marked(mode, maker):
+        def make():
+            calling[0] = mode
+            return maker()
+        return make
+    for mode in list(plan._makers):
+        plan._makers[mode] = marked(mode, plan._makers[mode])
+    run_plan = plan._fn
+
+    def timed_run(*args):
+        ran.append(calling[0])
+        clock[0] += 0.01 if calling[0] == "single" else 0.2
+        return run_plan(*args)
+    plan._fn = timed_run
+    want = _handwritten(g, x_value)
+    calls = 0
+    while plan.trials == 0:
+        calls += 1
+        assert calls < 3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK
+        for value, expected in zip(plan([x_value]), want):
+            np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
+    assert plan.mode == "single", plan.mode_medians
+    slow_modes = len(plan._makers) - 1
+    # each slow mode: its block's untimed call, its first timed one, and (when it came before any
+    # one-thread call) the rest of that block; never its second round
+    assert ran.count("single") == plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK
+    assert len(ran) - ran.count("single") <= slow_modes * plan_module.MODE_BLOCK

@@ -470,7 +470,8 @@ class Plan:
         unless another mode is MODE_MARGIN faster); after MODE_RETRY calls it tries again. A
         trial runs each mode in blocks of MODE_BLOCK calls, the first of a block untimed (it
         pays for the switch: sleeping threads woken, BLAS's thread count changed), MODE_ROUNDS
-        rounds in turned orders."""
+        rounds in turned orders; a mode whose best call takes MODE_GIVE_UP times another's
+        best runs no more calls in it."""
         self._runs += 1
         if self._fixed:
             return self._makers[self.mode](), None
@@ -493,6 +494,12 @@ class Plan:
     def _tried(self, mode: str, start: float) -> None:
         times = self.mode_times
         times[mode].append(time.perf_counter() - start)
+        best = {m: min(t) for m, t in times.items() if t}
+        slow = {m for m in best if best[m] > MODE_GIVE_UP * min(best.values())}
+        if slow:
+            # Even their best call is far slower than another mode's: the rest of their calls in
+            # this trial are dropped (under a neighbour's load a split call can take 20x longer).
+            self._schedule = [(m, timed) for m, timed in self._schedule if m not in slow]
         if not self._schedule and all(times.values()):
             medians = self.mode_medians = {m: statistics.median(t) for m, t in times.items()}
             fastest = min(medians, key=medians.__getitem__)
@@ -595,8 +602,10 @@ MODE_ROUNDS = 2
 MODE_WARMUP = 30
 MODE_SETTLE = 10
 MODE_RETRY = 300
-# ... and keeps to one thread unless another mode's median is at least this much lower.
+# ... and keeps to one thread unless another mode's median is at least this much lower. A mode
+# whose best call in the trial is MODE_GIVE_UP times another's best runs no more calls in it.
 MODE_MARGIN = 0.1
+MODE_GIVE_UP = 2.0
 
 
 IN_PLACE = InPlace()
