@@ -90,8 +90,14 @@ def batch(size: int = 128, seed: int = 1) -> dict:
             "labels:0": rng.integers(0, 10, size).astype(np.int32)}
 
 
+def dataset(batches: int = 64, size: int = 128) -> dict:
+    """The training set both sides read their batches from: ``batches`` x ``size`` examples (25.7 MB)."""
+    return batch(batches * size, seed=2)
+
+
 def single_process_step(feeds: dict):
-    """The single-process SGD step on the graph as TensorFlow wrote it (batch 128)."""
+    """The single-process SGD step on the graph as TensorFlow wrote it (batch 128); ``step(f)``
+    runs it on the feeds ``f`` (``step()`` on ``feeds``)."""
     graph = gr.load_graph(str(GRAPH))
     variables = gr.train.find_variables(graph)
     with graph.as_default():
@@ -99,7 +105,7 @@ def single_process_step(feeds: dict):
     session = gr.Session(graph)
     session.run([v.initializer for v in variables])
     run = session.make_callable([train, "loss:0"], list(feeds))
-    return lambda: run(*feeds.values())
+    return lambda given=feeds: run(*given.values())
 
 
 def _busy(spec, dask_worker):
@@ -116,18 +122,30 @@ def _transfers(dask_worker):
     return [(dict(e["keys"]), e["total"], e.get("duration", 0.0)) for e in dask_worker.transfer_incoming_log]
 
 
-def measure(workers: int, feeds: dict, rounds: int, steps: int) -> dict:
+def measure(workers: int, feeds: dict, rounds: int, steps: int, data: str = "resident",
+            per_call: int | None = None) -> dict:
+    """Rounds of ``steps`` single-process steps then ``steps`` data-parallel ones, on the same
+    shuffled batches of :func:`dataset`. ``data``: "resident" (scattered to the workers once,
+    a step sends row numbers) or "sent" (each step's batch sent with it)."""
     import dask
     from distributed import Client, LocalCluster, get_task_stream
 
     from gradreg.distributed import DataParallel
     single = single_process_step(feeds)
+    arrays = dataset()
     with dask.config.set(NO_TRIM), LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                 dashboard_address=":0") as cluster, Client(cluster) as client:
         dp = DataParallel(str(GRAPH), loss="loss:0", client=client, split=["x:0", "labels:0"])
+        resident = dp.scatter(arrays)
+        order = resident.batches(128, shuffle=True, seed=0)
+
+        def next_batches():
+            chosen = [next(order) for _ in range(steps)]
+            return chosen if data == "resident" else [resident.take(b, arrays) for b in chosen]
+
         update = dp.update_for(gr.train.GradientDescentOptimizer(LR))
         for _ in range(2):   # compile everywhere: the plans, then the numba kernels they queue
-            dp.train(gr.train.GradientDescentOptimizer(LR), [feeds] * 3, steps=3, progress=False)
+            dp.train(gr.train.GradientDescentOptimizer(LR), next_batches()[:3], steps=3, progress=False)
             for _ in range(3):
                 single()
             _kernels_built()
@@ -136,19 +154,21 @@ def measure(workers: int, feeds: dict, rounds: int, steps: int) -> dict:
         before = client.run(_transfers)
         busy_before = client.run(_busy, dp.spec)
         for _ in range(rounds):
+            chosen = [next(order) for _ in range(steps)]
             start = time.perf_counter()
-            for _ in range(steps):
-                single()
+            for b in chosen:
+                single(resident.take(b, arrays))
             one.append((time.perf_counter() - start) / steps)
             with get_task_stream(client) as stream:
                 start = time.perf_counter()
-                dp.run_steps(update, [feeds] * steps, window=2)
+                sent = chosen if data == "resident" else [resident.take(b, arrays) for b in chosen]
+                dp.run_steps(update, sent, window=2, steps_per_task=per_call)
                 many.append((time.perf_counter() - start) / steps)
             records += stream.data
         after = client.run(_transfers)
         busy = {k: sum(client.run(_busy, dp.spec)[w][k] - busy_before[w][k] for w in busy_before)
                 for k in ("shard", "apply", "step")}
-        _, shards = _split(dp, feeds)
+        _, shards = dp._split(chosen[0] if data == "resident" else resident.take(chosen[0], arrays), None)
         pickle_s = _median_time(lambda: [pickle.dumps(s.feeds, protocol=5) for s in shards])
         moved = defaultdict(float)
         for address, entries in after.items():
@@ -160,7 +180,7 @@ def measure(workers: int, feeds: dict, rounds: int, steps: int) -> dict:
         return {"workers": workers, "single": one, "dp": many, "retries": dp.retries,
                 "parts": dict(_parts(records, total_steps, pickle_s, moved),
                               compute=(busy["shard"] + busy["apply"] + busy["step"]) / total_steps),
-                "shard_bytes": sum(s.feeds["x:0"].nbytes + s.feeds["labels:0"].nbytes for s in shards),
+                "shard_bytes": dp.last_step["shard_bytes"],
                 "moved": {k: v / total_steps for k, v in moved.items()},
                 "params": sum(np.prod(v.shape.as_list()) * 4 for v in dp.xs)}
 
@@ -198,28 +218,36 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--data", default="resident,sent",
+                        help="resident: the training set scattered to the workers once, a step sends row numbers "
+                             "(DataParallel.scatter); sent: each step's batch sent with it (default: both)")
+    parser.add_argument("--steps-per-task", type=int, default=None,
+                        help="with one shard, the steps one call of a worker runs (train's steps_per_task; "
+                             "default: as many as take ~0.1 s)")
     args = parser.parse_args(argv)
     feeds = batch()
     print(f"TF-written MLP 784-512-512-10, batch 128 (fixed in the graph, freed), SGD; "
           f"{os.cpu_count()} cores; load before: {_load()}")
-    print(f"{'workers':>7} {'1 proc ms':>16} {'dask ms':>16} {'ratio':>6} {'paired':>16} | per step: {'compute':>8} "
-          f"{'reduce':>7} {'transfer':>8} {'pickle':>7} {'sched+wait':>10} | MB/step: shards, worker<->worker")
-    for workers in [int(n) for n in args.workers.split(",")]:
-        r = measure(workers, feeds, args.rounds, args.steps)
+    print(f"{'data':>8} {'workers':>7} {'1 proc ms':>16} {'dask ms':>16} {'ratio':>6} {'paired':>16} | per step: "
+          f"{'compute':>8} {'reduce':>7} {'transfer':>8} {'pickle':>7} {'sched+wait':>10} | "
+          f"MB/step: shards, worker<->worker")
+    runs = [(data, int(n)) for n in args.workers.split(",") for data in args.data.split(",")]
+    for data, workers in runs:
+        r = measure(workers, feeds, args.rounds, args.steps, data, args.steps_per_task)
         one, many = statistics.median(r["single"]), statistics.median(r["dp"])
         paired = [d / s for s, d in zip(r["single"], r["dp"])]    # each round's Dask steps against its own
         parts = r["parts"]
         # compute of n workers runs in parallel: the step's critical path has one worker's share
         critical = parts["compute"] / workers + parts["reduction"] + parts["transfer"] + parts["serialisation"]
         between = sum(v for k, v in r["moved"].items() if k.endswith("bytes"))
-        print(f"{workers:>7} {_spread(r['single']):>16} {_spread(r['dp']):>16} {many / one:6.2f} "
+        print(f"{data:>8} {workers:>7} {_spread(r['single']):>16} {_spread(r['dp']):>16} {many / one:6.2f} "
               f"{statistics.median(paired):5.2f} [{min(paired):.2f}..{max(paired):.2f}] | "
               f"{parts['compute'] * 1e3:8.1f} {parts['reduction'] * 1e3:7.1f} {parts['transfer'] * 1e3:8.1f} "
               f"{parts['serialisation'] * 1e3:7.2f} {max(0.0, many - critical) * 1e3:10.1f} | "
               f"{r['shard_bytes'] / 1e6:.2f}, {between / 1e6:.2f}"
               + (f"  (retries {r['retries']})" if r["retries"] else ""))
         kinds = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in sorted(r["moved"].items()) if k.endswith("bytes"))
-        print(f"{'':>7} worker<->worker by key kind per step: {kinds or 'none'}; "
+        print(f"{'':>16} worker<->worker by key kind per step: {kinds or 'none'}; "
               f"parameters {r['params'] / 1e6:.2f} MB, sent once")
     print(f"load after: {_load()} (1, 5, 15 min); medians over rounds, min..max in brackets; ratio: of the "
           f"medians, paired: the median of each round's ratio")

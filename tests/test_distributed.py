@@ -441,16 +441,23 @@ def test_one_shard_on_three_workers_trains_as_one_process_bit_for_bit(threads_cl
         dp.train(gr.train.AdamOptimizer(0.05), batches, steps=1, progress=False, steps_per_task=0)
 
 
-def test_one_shard_survives_a_worker_killed_mid_epoch_bit_for_bit(process_client):
+@pytest.mark.parametrize("resident", [False, True], ids=["sent", "scattered"])
+def test_one_shard_survives_a_worker_killed_mid_epoch_bit_for_bit(process_client, resident):
     """shards=1 on two worker processes, each running every step on its replica, calls of two steps
     sent ahead: one worker's process exits while steps 2-5 are in flight. The other replica carries
-    on, and every loss and final weight equals the fault-free run's exactly."""
+    on, and every loss and final weight equals the fault-free run's exactly. With scattered data the
+    restarted worker gets the arrays again from the scheduler."""
     graph = regression_graph()
     batches = [batch(seed) for seed in range(6)]
+    x, y = np.concatenate([b["x:0"] for b in batches]), np.concatenate([b["y:0"] for b in batches])
 
     def run(callback=None):
         dp = DataParallel(graph, client=process_client, split=["x:0", "y:0"], backend="numpy", shards=1)
-        losses = dp.train(gr.train.MomentumOptimizer(0.05, 0.9), batches, steps=6, progress=False,
+        given = batches
+        if resident:
+            data = dp.scatter({"x:0": x, "y:0": y})
+            given = [b.with_feeds({"scale:0": np.float64(1.5)}) for b in data.batches(10, epochs=1)]
+        losses = dp.train(gr.train.MomentumOptimizer(0.05, 0.9), given, steps=6, progress=False,
                           callback=callback, steps_per_task=2)
         return dp, losses, dp.session.run(dp.xs)
 
@@ -467,6 +474,10 @@ def test_one_shard_survives_a_worker_killed_mid_epoch_bit_for_bit(process_client
     for got, want in zip(values, clean_values):
         np.testing.assert_array_equal(got, want)
     process_client.wait_for_workers(2, timeout=60)   # the nanny restarted the killed worker
+    if resident:
+        names = set(faulty.resident)
+        assert all(names <= set(plugins) for plugins in process_client.run(
+            lambda dask_worker: list(dask_worker.plugins)).values())
 
 
 def test_a_replica_asked_again_for_steps_it_applied_skips_them_with_their_losses():
@@ -699,3 +710,75 @@ def test_gradreg_grad_with_dask_but_without_dask_installed_says_what_to_install(
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "--dask needs Dask: pip install 'gradreg[dask]'" in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_data_scattered_once_trains_as_batches_sent_each_step_bit_for_bit(threads_client, shards):
+    """dp.scatter sends the arrays to every worker once; a step then sends row numbers (a shuffled
+    batch's, or a slice), each worker takes its rows from its copy, and the losses, weights and
+    gradients are those of the same batches sent as arrays."""
+    rng = np.random.default_rng(11)
+    x, y = rng.normal(size=(30, 3)), rng.normal(size=30)
+    graph = regression_graph()
+    runs = []
+    for resident in (True, False):
+        dp = DataParallel(graph, client=threads_client, split=["x:0", "y:0"], backend="numpy", shards=shards)
+        dp.initialize()
+        data = dp.scatter({"x": x, "y:0": y})
+        assert len(data) == 30 and data.shapes == {"x:0": (30, 3), "y:0": (30,)}
+        chosen = [b.with_feeds({"scale:0": np.float64(1.5)})
+                  for b in data.batches(10, shuffle=True, seed=4, epochs=2)]
+        chosen.append(data.batch(slice(5, 25), **{"scale:0": np.float64(0.5)}))   # a slice: in order
+        assert len(chosen) == 7 and sorted(np.concatenate([b.index for b in chosen[:3]])) == list(range(30))
+        sent = chosen if resident else [data.take(b, {"x:0": x, "y:0": y}) for b in chosen]
+        losses = dp.train(gr.train.AdamOptimizer(0.05), sent, steps=7, progress=False, steps_per_task=2)
+        moved = dp.last_step["shard_bytes"]
+        runs.append((losses, dp.session.run(dp.xs), dp.loss_and_gradients(sent[0]), moved))
+        dp.close()
+        assert data.closed
+    (losses, values, (ys, grads), moved), (want_losses, want_values, (want_ys, want_grads), want_moved) = runs
+    assert losses == want_losses and len(losses) == 7
+    for got, want in zip([*values, *ys, *grads], [*want_values, *want_ys, *want_grads]):
+        np.testing.assert_array_equal(got, want)
+    assert moved < want_moved and want_moved >= 20 * 4 * 8    # the slice's rows were sent as arrays only
+    reference = SingleProcess(graph.as_graph_def().SerializeToString(), gr.train.AdamOptimizer(0.05))
+    for b in chosen:
+        feeds = data.take(b, {"x:0": x, "y:0": y})
+        reference.session.run(reference.train_op, feeds)
+    for got, want in zip(values, reference.values()):
+        np.testing.assert_allclose(got, want, rtol=1e-10 if shards > 1 else 0)
+
+
+def test_scattered_data_that_does_not_fit_the_graph_or_this_run_is_a_feed_error(threads_client):
+    graph = regression_graph()
+    dp = DataParallel(graph, client=threads_client, split=["x:0", "y:0"], backend="numpy", shards=2)
+    x, y = np.zeros((8, 3)), np.zeros(8)
+    with pytest.raises(FeedError, match=r"share their first axis.*'x:0': \(8, 3\), 'y:0': \(7,\)"):
+        dp.scatter({"x:0": x, "y:0": y[:7]})
+    with pytest.raises(FeedError, match=r"feed 'x:0' has the shape \[None, 3\] in the graph; the array's "
+                                        r"examples have the shape \[4\]"):
+        dp.scatter({"x:0": np.zeros((8, 4)), "y:0": y})
+    with pytest.raises(FeedError, match="'nope:0' names no tensor"):
+        dp.scatter({"nope": x})
+    data = dp.scatter({"x:0": x, "y:0": y})
+    with pytest.raises(FeedError, match="row numbers out of range for data of 8 examples"):
+        data.batch(np.array([0, 8]))
+    with pytest.raises(FeedError, match="batch_size=9 is more than the 8 examples"):
+        next(data.batches(9))
+    assert [b.size for b in data.batches(3, drop_remainder=False, epochs=1)] == [3, 3, 2]
+    other = DataParallel(graph, client=threads_client, split=["x:0", "y:0"], backend="numpy", shards=2)
+    with pytest.raises(FeedError, match=f"the batch's data '{data.name}' was not scattered by this DataParallel"):
+        other.gradients(data.batch(slice(0, 4)))
+    other.close()
+    data.close()
+    with pytest.raises(FeedError, match="or is closed"):
+        dp.gradients(data.batch(slice(0, 4)))
+    dp.close()
+    pinned = DataParallel(_pinned_graph(), xs=["w"], client=threads_client, split=["x:0"], backend="numpy",
+                          relax_batch=False, shards=2)
+    rows = pinned.scatter({"x:0": np.ones((300, 6), np.float32)})
+    with pytest.raises(FeedError, match=r"each shard must hold 128 examples \(these hold 64\)"):
+        pinned.gradients(rows.batch(slice(0, 128)))
+    (loss,), _ = pinned.loss_and_gradients(rows.batch(slice(0, 256)))
+    np.testing.assert_allclose(loss, 256 * 6 * 3 / 2, rtol=1e-6)     # the mean of the two shards' sums
+    pinned.close()
