@@ -437,6 +437,10 @@ def test_one_shard_on_three_workers_trains_as_one_process_bit_for_bit(threads_cl
         np.testing.assert_array_equal(got, want)
     states = threads_client.run(lambda dask_worker, spec=dp.spec: dask_worker.plugins[spec.plugin].entries[spec].state)
     assert list(states.values()) == [dp.lineage] * 3 and dp.lineage[1] == 7
+    sized = threads_client.run(lambda dask_worker, spec=dp.spec: {
+        n: s.graph.get_tensor("x:0").shape.as_list()
+        for n, s in dask_worker.plugins[spec.plugin].entries[spec].sized.items()})
+    assert list(sized.values()) == [{10: [10, 3]}] * 3      # each ran the graph with the batch fixed at 10
     with pytest.raises(GradregError, match="steps_per_task=0"):
         dp.train(gr.train.AdamOptimizer(0.05), batches, steps=1, progress=False, steps_per_task=0)
 
@@ -503,6 +507,37 @@ def test_a_replica_asked_again_for_steps_it_applied_skips_them_with_their_losses
     status, more = replica.steps(blueprint, ("l", 1), batches[1:])
     assert status == "applied" and more[:2] == losses[1:] and replica.state == ("l", 4)
     assert replica.steps(blueprint, ("l", 5), batches[:1]) == ("missing", None)
+
+
+def test_a_replica_runs_a_graph_sized_to_each_batch_and_the_free_one_past_four_sizes():
+    """Each batch size gets the graph with its batch fixed (sharing the replica's variables), up to
+    four sizes; a fifth runs on the free graph. Every step equals the free graph's step."""
+    from gradreg.distributed.worker import MAX_SIZED, GradientSpec, Replica
+    graph = regression_graph()
+    data = graph.as_graph_def().SerializeToString()
+    blueprint = pickle.dumps(gr.train.MomentumOptimizer(0.05, 0.9))
+    replicas = []
+    for axes in ((("x:0", 0), ("y:0", 0)), ()):
+        spec = GradientSpec(plugin="p", digest="d", ys=("loss:0",), xs=("w1", "b1", "w2"),
+                            variables=("w1", "b1", "w2"), backend="numpy", batch_axes=axes)
+        replica = Replica(data, spec)
+        replica.update(blueprint)
+        with replica.graph.as_default():
+            replica.session.run(gr.global_variables_initializer())
+        replica.set_state(("l", 0))
+        replicas.append(replica)
+    sized, free = replicas
+    batches = [batch(seed, n) for seed, n in enumerate([3, 4, 5, 6, 7, 3, 7])]
+    for step, feeds in enumerate(batches):
+        got, want = sized.step(blueprint, ("l", step), feeds), free.step(blueprint, ("l", step), feeds)
+        assert got[0] == want[0] == "applied"
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+    assert MAX_SIZED == 4 and sorted(sized.sized) == [3, 4, 5, 6] and free.sized == {}
+    assert sized.sized[5].graph.get_tensor("x:0").shape.as_list() == [5, 3]
+    for got, want in zip(sized.session.run(sized.variables + [sized.updates[blueprint].step]),
+                         free.session.run(free.variables + [free.updates[blueprint].step])):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert sized.export_state()["state"] == ("l", 7)
 
 
 def test_a_restarted_driver_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(threads_client, tmp_path):
