@@ -341,13 +341,16 @@ def _example(name: str):
     return module
 
 
+@pytest.mark.parametrize("scatter", [[], ["--scatter"]], ids=["sent", "scattered"])
 def test_the_dask_example_trains_a_tf_written_fixed_batch_graph_to_the_single_process_loss_curve(
-        process_client, tmp_path):
+        process_client, tmp_path, scatter):
     """examples/mlp/model.pbtxt: TensorFlow wrote it with x [8, 12], labels [8, 5] and its weights as
-    Consts (and folded the loss's tf.shape() into Consts [8, 5]); trained on two workers, shards of 4."""
+    Consts (and folded the loss's tf.shape() into Consts [8, 5]); trained on two workers, shards of 4,
+    each batch sent with its step or the training set scattered to the workers first."""
     curves = _example("train_dask").main([
         "--graph", str(REPO / "examples" / "mlp" / "model.pbtxt"), "--steps", "8", "--lr", "0.01",
-        "--checkpoint-every", "4", "--out", str(tmp_path), "--scheduler", process_client.scheduler.address])
+        "--checkpoint-every", "4", "--out", str(tmp_path), "--scheduler", process_client.scheduler.address,
+        *scatter])
     single, parallel = curves["single"], curves["parallel"]
     assert len(parallel) == len(single) == 8
     np.testing.assert_allclose(parallel, single, rtol=2e-5)
