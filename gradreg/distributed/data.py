@@ -36,12 +36,6 @@ class Rows:
     index: slice | np.ndarray
     common: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
-    def size(self) -> int:
-        if isinstance(self.index, slice):
-            return len(range(*self.index.indices(1 << 62)))
-        return len(self.index)
-
     def feeds(self, worker: Any = None) -> dict[str, Any]:
         """The shard's feeds, taken from this worker's copy of the arrays (a slice is a view)."""
         worker = worker if worker is not None else get_worker()
