@@ -34,6 +34,7 @@ from distributed import WorkerPlugin, get_worker, rejoin, secede
 import gradreg as gr
 from gradreg.distributed.data import Rows, resolve
 from gradreg.distributed.errors import ReplicaMismatch
+from gradreg.distributed.graphs import specialize
 from gradreg.errors import GradientError, GradregError
 
 State = tuple[str, int]
@@ -323,7 +324,6 @@ class Sized:
     The replica's state, copies and checkpoints go through the replica's own Session."""
 
     def __init__(self, replica: Replica, size: int):
-        from gradreg.distributed.graphs import specialize
         spec = replica.spec
         data = specialize(replica.graph_bytes, dict(spec.batch_axes), size)
         self.graph, self.graph_variables, _, self.ys, self.xs, self.grads = _differentiate(data, spec)
