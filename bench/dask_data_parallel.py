@@ -1,6 +1,7 @@
 """Data-parallel training steps on Dask against the single-process step: the TF-written MLP, batch 128.
 
-    pip install ".[dask]" && python bench/dask_data_parallel.py [--rounds 6] [--steps 8] [--workers 1,2,4]
+    pip install ".[dask]" && python bench/dask_data_parallel.py [--rounds 10] [--steps 32] [--workers 1,2,4]
+                                                               [--data resident,sent] [--steps-per-task N]
 
 bench/graphs/mlp_784_512_512_10/forward.pb is the TF1 MLP 784-512-512-10 with its batch fixed
 at 128 (``x [128, 784]``), resource variables; DataParallel frees the batch. One step:
@@ -10,9 +11,12 @@ returned.
 For each worker count a LocalCluster of processes (one thread each; every process runs BLAS on
 one thread, so the single-process step is timed on one core too: the fair comparison, and
 what Dask's nannies set) is started; both sides are warmed up until the numba kernels their
-plans queued are built. Then the rounds alternate: ``--steps`` single-process steps in this
-process, then ``--steps`` data-parallel steps (``DataParallel.run_steps``, two calls in flight),
-so a burst of load on the shared machine hits both alike. Reported: the median time per step
+plans queued are built. Both sides train on the same shuffled batches of 128 from one training
+set of 8,192 examples: this process indexes its arrays; the workers index their copy, sent once
+by ``DataParallel.scatter`` (``--data resident``: a step sends row numbers), or receive each
+batch with its step (``--data sent``). Then the rounds alternate: ``--steps`` single-process
+steps in this process, then ``--steps`` data-parallel steps (``DataParallel.run_steps``, two
+calls in flight), so a burst of load on the shared machine hits both alike. Reported: the median time per step
 and its spread (min..max over rounds), the ratio of the medians (target, issue 30: one worker
 <= 1.2x), the median of each round's own ratio with its spread ("paired": a round's two halves
 run within ~0.1 s of each other, so a change of load between rounds cancels), and the
@@ -27,24 +31,28 @@ overhead per part, per step:
   unpickles the same bytes;
 * sched+wait: what is left of the step's wall time. One worker (one shard): the driver's
   calls of the worker's StepRunner actor (driver -> worker -> driver, no scheduler), a call
-  of up to 8 steps, its shards inside; more workers: the tasks' trips through the scheduler.
+  of ~0.1 s of steps, its shards (or row numbers) inside; more workers: the tasks' trips
+  through the scheduler.
   Both include waiting for a core.
 
 Bytes per step: the shards the driver sends inside the calls or tasks, plus what the workers
 send each other (Dask's transfer logs). The parameters are sent once, before the first step.
 
-Measured 2026-11-29 (``--rounds 5 --steps 8 --workers 1``, three runs, load 0.7-1.3; ms/step,
-median [min..max] over rounds; docs/benchmarks.md has the table and what changed):
+Measured 2026-11-29 12:07 (``--rounds 10 --steps 32 --workers 1``, three runs, load 1.1-1.5;
+ms/step, median [min..max] over rounds; docs/benchmarks.md has the table and what changed):
 
-    1 proc ms      dask ms         ratio  paired              compute  sched+wait
-    6.4 [6..8]     8.3 [8..9]      1.30   1.39 [1.10..1.47]   7.0      1.2
-    7.9 [7..8]     10.1 [9..11]    1.27   1.27 [1.10..1.53]   8.1      1.9
-    7.2 [7..8]     10.5 [8..11]    1.45   1.39 [1.07..1.57]   8.1      2.4
+    data      1 proc ms    dask ms       ratio  paired              compute  sched+wait
+    resident  7.0 [6..8]   8.0 [6..9]    1.13   1.09 [1.00..1.47]   7.0      0.9
+    resident  6.6 [6..9]   7.4 [6..10]   1.11   1.10 [1.00..1.21]   7.0      0.3
+    resident  6.5 [6..7]   6.7 [6..8]    1.03   1.04 [0.90..1.21]   6.2      0.5
+    sent      5.8 [6..6]   6.9 [7..7]    1.18   1.21 [1.12..1.23]   5.7      1.2
+    sent      6.4 [6..8]   8.1 [7..11]   1.26   1.25 [0.92..1.59]   6.9      1.2
+    sent      6.2 [6..7]   7.2 [7..9]    1.17   1.18 [1.10..1.41]   5.9      1.3
 
-(0.40 MB of shards a step, nothing between workers). The target, one worker <= 1.2x, is not
-met: the worker's compute is within 3-12% of the process's (the freed batch's dynamic
-shapes), and one call's round trip per 8 steps is left (~10 ms to start with 3.2 MB of
-batches, ~4 ms back).
+The target, one worker <= 1.2x, is met with the data resident (1 kB of row numbers a step);
+with each batch sent (0.40 MB a step) it is at the line. Earlier the same day, before the
+data stayed on the workers, the graph was sized to the batch and calls grew to ~0.1 s
+(``--rounds 5 --steps 8``): 1.30, 1.27, 1.45.
 
 Before (issue 30; --rounds 5 --steps 8; load average 19 on the 2 cores from other work, so a
 process waiting for a core is most of what is left; medians [min..max] over rounds):
