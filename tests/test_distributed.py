@@ -531,11 +531,16 @@ def test_a_replica_runs_a_graph_sized_to_each_batch_and_the_free_one_past_four_s
         replicas.append(replica)
     sized, free = replicas
     batches = [batch(seed, n) for seed, n in enumerate([3, 4, 5, 6, 7, 3, 7])]
+    from gradreg.distributed.data import Rows
+    assert sized.builds_for(batches[:1]) and not free.builds_for(batches[:1])    # (then not on the event loop)
     for step, feeds in enumerate(batches):
         got, want = sized.step(blueprint, ("l", step), feeds), free.step(blueprint, ("l", step), feeds)
         assert got[0] == want[0] == "applied"
         np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
     assert MAX_SIZED == 4 and sorted(sized.sized) == [3, 4, 5, 6] and free.sized == {}
+    assert not sized.builds_for([Rows("d", slice(2, 9))])                         # past four sizes: the free graph
+    del sized.sized[6]
+    assert sized.builds_for([Rows("d", np.arange(6))]) and not sized.builds_for([Rows("d", slice(0, 5)), batches[0]])
     assert sized.sized[5].graph.get_tensor("x:0").shape.as_list() == [5, 3]
     for got, want in zip(sized.session.run(sized.variables + [sized.updates[blueprint].step]),
                          free.session.run(free.variables + [free.updates[blueprint].step])):

@@ -254,6 +254,24 @@ class Replica:
                 self.sized[size] = None
         return self.sized[size]
 
+    def builds_for(self, batches: Sequence[dict[str, Any] | Rows]) -> bool:
+        """Whether running ``batches`` would first build a graph sized to a batch size not seen yet."""
+        if not self.spec.batch_axes or len(self.sized) >= MAX_SIZED:
+            return False
+        for feeds in batches:
+            if isinstance(feeds, Rows):
+                index = feeds.index
+                size = len(range(index.start, index.stop)) if isinstance(index, slice) else len(index)
+            else:
+                sizes = {np.shape(feeds[n])[a] for n, a in self.spec.batch_axes
+                         if n in feeds and -np.ndim(feeds[n]) <= a < np.ndim(feeds[n])}
+                if len(sizes) != 1:
+                    continue
+                size = sizes.pop()
+            if size not in self.sized:
+                return True
+        return False
+
     def steps(self, blueprint: bytes, state: State, batches: Sequence[dict[str, Any]]) -> tuple[str, list | None]:
         """:meth:`step` on each batch in turn from ``state``: ``(status, the loss values of each
         step)``. Steps this replica applied already (a task run again) are skipped, their losses
@@ -499,9 +517,10 @@ class StepRunner:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.done.wait(), 0.05)
         try:
-            if replica.step_seconds * len(batches) < IN_LOOP:
+            if replica.step_seconds * len(batches) < IN_LOOP and not replica.builds_for(batches):
                 # Short steps run on the event loop's thread, as client.run's functions do: handing the
                 # GIL back and forth between it and a compute thread cost them 15-30% on a loaded machine.
+                # (Not a call that first builds a graph sized to a new batch size: that takes seconds.)
                 return _run_steps(self.spec, self.worker, blueprint, state, batches)
             return await loop.run_in_executor(self.pool, _run_steps, self.spec, self.worker, blueprint, state,
                                               batches)
