@@ -16,7 +16,8 @@ process with gradreg alone (the single-process loss curve), and on ``--workers``
 worker processes (a LocalCluster started here, or the scheduler at ``--scheduler``), the
 variables resident on the workers, the shards' gradients summed on the workers and applied
 by each. The script prints both loss curves; they agree to float32 rounding. A checkpoint is
-written every ``--checkpoint-every`` steps; ``--resume`` continues from the newest one.
+written every ``--checkpoint-every`` steps; ``--resume`` continues from the newest one. With
+``--scatter`` the training set goes to every worker once and each step sends row numbers.
 """
 from __future__ import annotations
 
@@ -97,9 +98,14 @@ def data_parallel(path: str, args, batches: list[dict], client) -> list[float]:
             print(f"{path}: batch size {report.batch} freed in {', '.join(report.freed)}"
                   + (f"; TensorFlow's folded shapes made Shape ops again: {', '.join(report.unpinned)}"
                      if report.unpinned else ""))
+        given: list = batches
+        if args.scatter:    # the whole training set to every worker once; a step then sends row numbers
+            data = dp.scatter({name: np.concatenate([b[name] for b in batches]) for name in batches[0]})
+            size = len(batches[0][args.x])
+            given = [data.batch(slice(i * size, (i + 1) * size)) for i in range(len(batches))]
         start = time.perf_counter()
         done = dp.global_step if args.resume else 0
-        losses = dp.train(gr.train.AdamOptimizer(args.lr), batches[done:], steps=len(batches) - done,
+        losses = dp.train(gr.train.AdamOptimizer(args.lr), given[done:], steps=len(batches) - done,
                           checkpoint_dir=args.out, checkpoint_every=args.checkpoint_every, resume=args.resume,
                           progress=False)
         print(f"{len(losses)} steps on {dp.shards} shards in {time.perf_counter() - start:.1f} s "
@@ -120,6 +126,9 @@ def main(argv=None) -> dict[str, list[float]]:
     parser.add_argument("--out", default=os.path.join("runs", "dask"))
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    parser.add_argument("--scatter", action="store_true",
+                        help="send the training set to the workers once (DataParallel.scatter) instead of each "
+                             "batch with its step")
     args = parser.parse_args(argv)
     graph = gr.load_graph(args.graph)
     batches = list(synthetic_batches(graph, args.x, args.labels, args.steps))

@@ -341,13 +341,16 @@ def _example(name: str):
     return module
 
 
+@pytest.mark.parametrize("scatter", [[], ["--scatter"]], ids=["sent", "scattered"])
 def test_the_dask_example_trains_a_tf_written_fixed_batch_graph_to_the_single_process_loss_curve(
-        process_client, tmp_path):
+        process_client, tmp_path, scatter):
     """examples/mlp/model.pbtxt: TensorFlow wrote it with x [8, 12], labels [8, 5] and its weights as
-    Consts (and folded the loss's tf.shape() into Consts [8, 5]); trained on two workers, shards of 4."""
+    Consts (and folded the loss's tf.shape() into Consts [8, 5]); trained on two workers, shards of 4,
+    each batch sent with its step or the training set scattered to the workers first."""
     curves = _example("train_dask").main([
         "--graph", str(REPO / "examples" / "mlp" / "model.pbtxt"), "--steps", "8", "--lr", "0.01",
-        "--checkpoint-every", "4", "--out", str(tmp_path), "--scheduler", process_client.scheduler.address])
+        "--checkpoint-every", "4", "--out", str(tmp_path), "--scheduler", process_client.scheduler.address,
+        *scatter])
     single, parallel = curves["single"], curves["parallel"]
     assert len(parallel) == len(single) == 8
     np.testing.assert_allclose(parallel, single, rtol=2e-5)
@@ -437,20 +440,31 @@ def test_one_shard_on_three_workers_trains_as_one_process_bit_for_bit(threads_cl
         np.testing.assert_array_equal(got, want)
     states = threads_client.run(lambda dask_worker, spec=dp.spec: dask_worker.plugins[spec.plugin].entries[spec].state)
     assert list(states.values()) == [dp.lineage] * 3 and dp.lineage[1] == 7
+    sized = threads_client.run(lambda dask_worker, spec=dp.spec: {
+        n: s.graph.get_tensor("x:0").shape.as_list()
+        for n, s in dask_worker.plugins[spec.plugin].entries[spec].sized.items()})
+    assert list(sized.values()) == [{10: [10, 3]}] * 3      # each ran the graph with the batch fixed at 10
     with pytest.raises(GradregError, match="steps_per_task=0"):
         dp.train(gr.train.AdamOptimizer(0.05), batches, steps=1, progress=False, steps_per_task=0)
 
 
-def test_one_shard_survives_a_worker_killed_mid_epoch_bit_for_bit(process_client):
+@pytest.mark.parametrize("resident", [False, True], ids=["sent", "scattered"])
+def test_one_shard_survives_a_worker_killed_mid_epoch_bit_for_bit(process_client, resident):
     """shards=1 on two worker processes, each running every step on its replica, calls of two steps
     sent ahead: one worker's process exits while steps 2-5 are in flight. The other replica carries
-    on, and every loss and final weight equals the fault-free run's exactly."""
+    on, and every loss and final weight equals the fault-free run's exactly. With scattered data the
+    restarted worker gets the arrays again from the scheduler."""
     graph = regression_graph()
     batches = [batch(seed) for seed in range(6)]
+    x, y = np.concatenate([b["x:0"] for b in batches]), np.concatenate([b["y:0"] for b in batches])
 
     def run(callback=None):
         dp = DataParallel(graph, client=process_client, split=["x:0", "y:0"], backend="numpy", shards=1)
-        losses = dp.train(gr.train.MomentumOptimizer(0.05, 0.9), batches, steps=6, progress=False,
+        given = batches
+        if resident:
+            data = dp.scatter({"x:0": x, "y:0": y})
+            given = [b.with_feeds({"scale:0": np.float64(1.5)}) for b in data.batches(10, epochs=1)]
+        losses = dp.train(gr.train.MomentumOptimizer(0.05, 0.9), given, steps=6, progress=False,
                           callback=callback, steps_per_task=2)
         return dp, losses, dp.session.run(dp.xs)
 
@@ -467,6 +481,10 @@ def test_one_shard_survives_a_worker_killed_mid_epoch_bit_for_bit(process_client
     for got, want in zip(values, clean_values):
         np.testing.assert_array_equal(got, want)
     process_client.wait_for_workers(2, timeout=60)   # the nanny restarted the killed worker
+    if resident:
+        names = set(faulty.resident)
+        assert all(names <= set(plugins) for plugins in process_client.run(
+            lambda dask_worker: list(dask_worker.plugins)).values())
 
 
 def test_a_replica_asked_again_for_steps_it_applied_skips_them_with_their_losses():
@@ -492,6 +510,42 @@ def test_a_replica_asked_again_for_steps_it_applied_skips_them_with_their_losses
     status, more = replica.steps(blueprint, ("l", 1), batches[1:])
     assert status == "applied" and more[:2] == losses[1:] and replica.state == ("l", 4)
     assert replica.steps(blueprint, ("l", 5), batches[:1]) == ("missing", None)
+
+
+def test_a_replica_runs_a_graph_sized_to_each_batch_and_the_free_one_past_four_sizes():
+    """Each batch size gets the graph with its batch fixed (sharing the replica's variables), up to
+    four sizes; a fifth runs on the free graph. Every step equals the free graph's step."""
+    from gradreg.distributed.worker import MAX_SIZED, GradientSpec, Replica
+    graph = regression_graph()
+    data = graph.as_graph_def().SerializeToString()
+    blueprint = pickle.dumps(gr.train.MomentumOptimizer(0.05, 0.9))
+    replicas = []
+    for axes in ((("x:0", 0), ("y:0", 0)), ()):
+        spec = GradientSpec(plugin="p", digest="d", ys=("loss:0",), xs=("w1", "b1", "w2"),
+                            variables=("w1", "b1", "w2"), backend="numpy", batch_axes=axes)
+        replica = Replica(data, spec)
+        replica.update(blueprint)
+        with replica.graph.as_default():
+            replica.session.run(gr.global_variables_initializer())
+        replica.set_state(("l", 0))
+        replicas.append(replica)
+    sized, free = replicas
+    batches = [batch(seed, n) for seed, n in enumerate([3, 4, 5, 6, 7, 3, 7])]
+    from gradreg.distributed.data import Rows
+    assert sized.builds_for(batches[:1]) and not free.builds_for(batches[:1])    # (then not on the event loop)
+    for step, feeds in enumerate(batches):
+        got, want = sized.step(blueprint, ("l", step), feeds), free.step(blueprint, ("l", step), feeds)
+        assert got[0] == want[0] == "applied"
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+    assert MAX_SIZED == 4 and sorted(sized.sized) == [3, 4, 5, 6] and free.sized == {}
+    assert not sized.builds_for([Rows("d", slice(2, 9))])                         # past four sizes: the free graph
+    del sized.sized[6]
+    assert sized.builds_for([Rows("d", np.arange(6))]) and not sized.builds_for([Rows("d", slice(0, 5)), batches[0]])
+    assert sized.sized[5].graph.get_tensor("x:0").shape.as_list() == [5, 3]
+    for got, want in zip(sized.session.run(sized.variables + [sized.updates[blueprint].step]),
+                         free.session.run(free.variables + [free.updates[blueprint].step])):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert sized.export_state()["state"] == ("l", 7)
 
 
 def test_a_restarted_driver_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(threads_client, tmp_path):
@@ -699,3 +753,75 @@ def test_gradreg_grad_with_dask_but_without_dask_installed_says_what_to_install(
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "--dask needs Dask: pip install 'gradreg[dask]'" in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_data_scattered_once_trains_as_batches_sent_each_step_bit_for_bit(threads_client, shards):
+    """dp.scatter sends the arrays to every worker once; a step then sends row numbers (a shuffled
+    batch's, or a slice), each worker takes its rows from its copy, and the losses, weights and
+    gradients are those of the same batches sent as arrays."""
+    rng = np.random.default_rng(11)
+    x, y = rng.normal(size=(30, 3)), rng.normal(size=30)
+    graph = regression_graph()
+    runs = []
+    for resident in (True, False):
+        dp = DataParallel(graph, client=threads_client, split=["x:0", "y:0"], backend="numpy", shards=shards)
+        dp.initialize()
+        data = dp.scatter({"x": x, "y:0": y})
+        assert len(data) == 30 and data.shapes == {"x:0": (30, 3), "y:0": (30,)}
+        chosen = [b.with_feeds({"scale:0": np.float64(1.5)})
+                  for b in data.batches(10, shuffle=True, seed=4, epochs=2)]
+        chosen.append(data.batch(slice(5, 25), **{"scale:0": np.float64(0.5)}))   # a slice: in order
+        assert len(chosen) == 7 and sorted(np.concatenate([b.index for b in chosen[:3]])) == list(range(30))
+        sent = chosen if resident else [data.take(b, {"x:0": x, "y:0": y}) for b in chosen]
+        losses = dp.train(gr.train.AdamOptimizer(0.05), sent, steps=7, progress=False, steps_per_task=2)
+        moved = dp.last_step["shard_bytes"]
+        runs.append((losses, dp.session.run(dp.xs), dp.loss_and_gradients(sent[0]), moved))
+        dp.close()
+        assert data.closed
+    (losses, values, (ys, grads), moved), (want_losses, want_values, (want_ys, want_grads), want_moved) = runs
+    assert losses == want_losses and len(losses) == 7
+    for got, want in zip([*values, *ys, *grads], [*want_values, *want_ys, *want_grads]):
+        np.testing.assert_array_equal(got, want)
+    assert moved < want_moved and want_moved >= 20 * 4 * 8    # the slice's rows were sent as arrays only
+    reference = SingleProcess(graph.as_graph_def().SerializeToString(), gr.train.AdamOptimizer(0.05))
+    for b in chosen:
+        feeds = data.take(b, {"x:0": x, "y:0": y})
+        reference.session.run(reference.train_op, feeds)
+    for got, want in zip(values, reference.values()):
+        np.testing.assert_allclose(got, want, rtol=1e-10 if shards > 1 else 0)
+
+
+def test_scattered_data_that_does_not_fit_the_graph_or_this_run_is_a_feed_error(threads_client):
+    graph = regression_graph()
+    dp = DataParallel(graph, client=threads_client, split=["x:0", "y:0"], backend="numpy", shards=2)
+    x, y = np.zeros((8, 3)), np.zeros(8)
+    with pytest.raises(FeedError, match=r"share their first axis.*'x:0': \(8, 3\), 'y:0': \(7,\)"):
+        dp.scatter({"x:0": x, "y:0": y[:7]})
+    with pytest.raises(FeedError, match=r"feed 'x:0' has the shape \[None, 3\] in the graph; the array's "
+                                        r"examples have the shape \[4\]"):
+        dp.scatter({"x:0": np.zeros((8, 4)), "y:0": y})
+    with pytest.raises(FeedError, match="'nope:0' names no tensor"):
+        dp.scatter({"nope": x})
+    data = dp.scatter({"x:0": x, "y:0": y})
+    with pytest.raises(FeedError, match="row numbers out of range for data of 8 examples"):
+        data.batch(np.array([0, 8]))
+    with pytest.raises(FeedError, match="batch_size=9 is more than the 8 examples"):
+        next(data.batches(9))
+    assert [b.size for b in data.batches(3, drop_remainder=False, epochs=1)] == [3, 3, 2]
+    other = DataParallel(graph, client=threads_client, split=["x:0", "y:0"], backend="numpy", shards=2)
+    with pytest.raises(FeedError, match=f"the batch's data '{data.name}' was not scattered by this DataParallel"):
+        other.gradients(data.batch(slice(0, 4)))
+    other.close()
+    data.close()
+    with pytest.raises(FeedError, match="or is closed"):
+        dp.gradients(data.batch(slice(0, 4)))
+    dp.close()
+    pinned = DataParallel(_pinned_graph(), xs=["w"], client=threads_client, split=["x:0"], backend="numpy",
+                          relax_batch=False, shards=2)
+    rows = pinned.scatter({"x:0": np.ones((300, 6), np.float32)})
+    with pytest.raises(FeedError, match=r"each shard must hold 128 examples \(these hold 64\)"):
+        pinned.gradients(rows.batch(slice(0, 128)))
+    (loss,), _ = pinned.loss_and_gradients(rows.batch(slice(0, 256)))
+    np.testing.assert_allclose(loss, 256 * 6 * 3 / 2, rtol=1e-6)     # the mean of the two shards' sums
+    pinned.close()

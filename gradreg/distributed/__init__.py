@@ -7,6 +7,8 @@ Install with ``pip install "gradreg[dask]"`` (dask.distributed and tqdm). The pi
   v1 optimizers, variables on the driver;
 * :mod:`.worker`: what runs on a worker: the graph bytes arrive in a worker plugin, which
   keeps a :class:`gradreg.Session` per graph;
+* :mod:`.data`: training data scattered to the workers once (``DataParallel.scatter``), so a
+  step sends row numbers instead of arrays;
 * :mod:`.sharding`: how a batch is split and each shard weighted (``reduction="mean"|"sum"``);
 * :mod:`.cli`: ``gradreg grad ... --dask SCHEDULER|local:N --split x:0,y:0``.
 """
@@ -21,10 +23,12 @@ from gradreg.distributed.cli import add_dask_arguments, connect, run_distributed
 from gradreg.distributed.sharding import split_feeds
 
 _LAZY = {"DataParallel": "data_parallel", "graph_bytes": "data_parallel", "ClusterError": "errors",
+         "ResidentData": "data", "ResidentBatch": "data",
          "GradientSpec": "worker", "GraphPlugin": "worker",
          "BatchPinnedError": "graphs", "free_batch": "graphs", "thaw_constants": "graphs"}
 
-__all__ = ["BatchPinnedError", "DataParallel", "ClusterError", "GradientSpec", "GraphPlugin", "add_dask_arguments",
+__all__ = ["BatchPinnedError", "DataParallel", "ClusterError", "GradientSpec", "GraphPlugin", "ResidentBatch",
+           "ResidentData", "add_dask_arguments",
            "free_batch", "thaw_constants",
            "connect", "graph_bytes", "run_distributed_grad", "split_feeds"]
 

@@ -49,6 +49,7 @@ from dask.sizeof import sizeof
 from distributed.comm.core import CommClosedError
 
 import gradreg as gr
+from gradreg.distributed.data import ResidentBatch, ResidentData, Rows
 from gradreg.distributed.errors import ClusterError, ReplicaMismatch
 from gradreg.distributed.graphs import PLACEHOLDERS, BatchReport, free_batch, static_batch, thaw_constants
 from gradreg.distributed.sharding import REDUCTIONS, Shard, parse_split_entry, split_feeds, tensor_name, tree_levels
@@ -71,6 +72,8 @@ from gradreg.model.traversal import needed_ops
 
 ACTOR_POLL = 0.5          # seconds between checks that the worker of a step runner call still lives
 MEMBERSHIP_CHECK = 1.0    # seconds a look-up of the cluster's workers is trusted for
+CALL_SECONDS = 0.1        # with one shard, what a call of a step runner should take (steps_per_task=None)
+MAX_STEPS_PER_CALL = 64
 
 
 @dataclass
@@ -144,7 +147,8 @@ class DataParallel:
             xs=tuple(_x_name(x) for x in self.xs), variables=tuple(v.op.name for v in self.variables),
             grad_ys=tuple(tensor_name(n) for n in grad_ys) if grad_ys else None,
             stop_gradients=tuple(tensor_name(n) for n in stop_gradients or ()),
-            unconnected_gradients=unconnected_gradients, custom_gradient=custom_gradient, backend=backend)
+            unconnected_gradients=unconnected_gradients, custom_gradient=custom_gradient, backend=backend,
+            batch_axes=tuple(sorted(axes.items())) if relax_batch else ())
         self.session = gr.Session(self.graph, backend=backend)
         thawed = [self.graph_variables[f"{n.split(':')[0]}/variable"] for n in frozen]
         if thawed:            # their values are the frozen graph's: no initialize() needed for them
@@ -159,8 +163,10 @@ class DataParallel:
         self.runners: dict[str, tuple[Any, Any]] = {}   # worker -> (future, StepRunner actor)
         self.membership_checked = -MEMBERSHIP_CHECK      # when the scheduler last said who the workers are
         self.last_ys: list = []
+        self.step_seconds = float("inf")    # the workers' last step time (with one shard; none yet: as long as can be)
         self.replica_losses: dict[int, list] = {}   # step -> loss values, as the replicas last reported
         self.client.register_plugin(GraphPlugin(self.plugin_name, self.graph_bytes), name=self.plugin_name)
+        self.resident: dict[str, ResidentData] = {}     # data scattered to the workers, by plugin name
         self.closed = False
 
     # -- construction helpers ----------------------------------------------------------------
@@ -358,7 +364,7 @@ class DataParallel:
 
     def run_steps(self, update: OptimizerUpdate, batches: Iterable[Mapping[Any, Any]], split=None, *,
                   window: int = 2, on_step: Callable[[list], Any] | None = None,
-                  drain_every: int | None = None, counted_from: int = 0, steps_per_task: int = 8) -> int:
+                  drain_every: int | None = None, counted_from: int = 0, steps_per_task: int | None = None) -> int:
         """Train on each batch: every shard's gradients, summed on the workers in shard order, applied
         by every worker to its replica. ``window`` tasks are sent ahead of the one the driver waits
         for: a step's tasks that reach a worker before the update of the step before them wait
@@ -366,12 +372,14 @@ class DataParallel:
         follows another without a round trip to the driver or the scheduler. With one shard a task
         runs up to ``steps_per_task`` consecutive steps (the batches travel together; the replica
         runs them one after the other), so a step's share of the round trip to the worker is that
-        much smaller. ``on_step(ys)`` is called with each step's loss values, in order, as
+        much smaller; None (the default) fills each call with about CALL_SECONDS of steps, by
+        the workers' last step time (one step a call until a step is timed; at most
+        MAX_STEPS_PER_CALL). ``on_step(ys)`` is called with each step's loss values, in order, as
         its task returns. At every multiple of ``drain_every`` (steps counted from
         ``counted_from``) the pipeline empties, so a checkpoint sees the state after exactly that
         step. Returns the number of steps run.
         """
-        if steps_per_task < 1:
+        if steps_per_task is not None and steps_per_task < 1:
             raise GradregError(f"steps_per_task={steps_per_task}: a task runs at least one step")
         inflight: deque[PendingSteps] = deque()
         group: list[tuple[dict, list[Shard]]] = []
@@ -381,7 +389,7 @@ class DataParallel:
             group.append((common, shards))
             count += 1
             drain = drain_every is not None and (counted_from + count) % drain_every == 0
-            if drain or len(group) >= (steps_per_task if len(shards) == 1 else 1):
+            if drain or len(group) >= (self._steps_per_call(steps_per_task) if len(shards) == 1 else 1):
                 inflight.append(self._submit(update, group, inflight[-1] if inflight else None))
                 group = []
             while inflight and (len(inflight) > window or drain):
@@ -391,6 +399,15 @@ class DataParallel:
         while inflight:
             self._finish(inflight, on_step)
         return count
+
+    def _steps_per_call(self, chosen: int | None) -> int:
+        """The steps one call of a step runner carries: ``chosen``, or as many as take about
+        CALL_SECONDS by the workers' last step time (a call's round trip is then a small share of it)."""
+        if chosen is not None:
+            return chosen
+        if not self.step_seconds > 0:
+            return MAX_STEPS_PER_CALL
+        return max(1, min(MAX_STEPS_PER_CALL, int(CALL_SECONDS / self.step_seconds)))
 
     def _submit(self, update: OptimizerUpdate, steps: list[tuple[dict, list[Shard]]], after: PendingSteps | None,
                 attempt: int = 0) -> PendingSteps:
@@ -408,13 +425,13 @@ class DataParallel:
             # One shard (fixed when the DataParallel was made): each replica runs the whole steps,
             # each one compiled plan as in one process, called straight from here (a Dask actor
             # per worker, no scheduler in between); no gradient moves.
-            feeds = [{**c, **s[0].feeds} for c, s in steps]
+            feeds = [_payload(c, s[0]) for c, s in steps]
             runners = self._runners(workers)
             futures = [runners[w].steps(update.blueprint, state, feeds) for w in workers]
             return PendingSteps(update, list(steps), state, workers, futures, direct=True)
         if len(steps) != 1:
             raise GradregError("a task of several shards runs one step")
-        parts = [self.client.submit(shard_gradients, self.spec, state, {**common, **shard.feeds}, shard.weight,
+        parts = [self.client.submit(shard_gradients, self.spec, state, _payload(common, shard), shard.weight,
                                     key=f"gradreg-shard-{tag}-{i}", pure=False,
                                     workers=[workers[i % len(workers)]], allow_other_workers=True)
                  for i, shard in enumerate(shards)]
@@ -437,6 +454,7 @@ class DataParallel:
             self._rerun(inflight, "no worker held the step's state", on_step)
             return
         inflight.popleft()
+        self.step_seconds = max(r.get("step_seconds", 0.0) for r in done)
         lineage, step = pending.state
         for i, ys in enumerate(_losses(done[0])):
             self.lineage, self.driver_current = (lineage, step + i + 1), False
@@ -549,15 +567,34 @@ class DataParallel:
     def _split(self, feeds: Mapping[Any, Any], split) -> tuple[dict, list[Shard]]:
         if self.closed:
             raise GradregError("this DataParallel is closed")
+        if isinstance(feeds, ResidentBatch):
+            return self._split_resident(feeds)
         common, shards = split_feeds(feeds, split if split is not None else self.split, self.shards, self.reduction)
         if len(shards) > 1 or not self.relax_batch:
             self._check_splittable(feeds, shards)
         return common, shards
 
+    def _split_resident(self, batch: ResidentBatch) -> tuple[dict, list[Shard]]:
+        data = self.resident.get(batch.data)
+        if data is None or data.closed:
+            raise FeedError(f"the batch's data '{batch.data}' was not scattered by this DataParallel, or is closed")
+        shards = [Shard(rows, size, weight) for rows, size, weight in batch.split(self.shards, self.reduction)]
+        if len(shards) > 1 or not self.relax_batch:
+            for name in data.shapes:
+                dims = self.graph.get_tensor(name).shape.as_list() or [None]
+                sizes = sorted({s.size for s in shards})
+                if dims[0] is not None and sizes != [dims[0]]:
+                    raise FeedError(f"feed '{name}' has the static shape {dims} in the graph: each shard must hold "
+                                    f"{dims[0]} examples (these hold {', '.join(map(str, sizes))}); use batches of "
+                                    f"{len(shards)} x {dims[0]} examples, or free the batch with relax_batch=True")
+        return {}, shards
+
     def _check_splittable(self, feeds: Mapping[Any, Any], shards: list[Shard]) -> None:
         """FeedError on the driver for a shard that the graph's fixed batch size cannot take."""
         full_shapes = {tensor_name(k): np.shape(v) for k, v in feeds.items()}
-        for name, part in shards[0].feeds.items():
+        first = shards[0].feeds
+        assert not isinstance(first, Rows)     # resident rows are checked by _split_resident
+        for name, part in first.items():
             try:
                 dims = self.graph.get_tensor(name).shape.as_list() or []
             except GradregError:
@@ -571,7 +608,7 @@ class DataParallel:
                                 f"{len(shards)} x {dims[fixed[0]]} examples, or free the batch with relax_batch=True")
 
     def _shard_futures(self, workers: list[str], common: dict, shards: list[Shard], tag: str) -> list:
-        return [self.client.submit(shard_gradients, self.spec, self._current(), {**common, **shard.feeds}, shard.weight,
+        return [self.client.submit(shard_gradients, self.spec, self._current(), _payload(common, shard), shard.weight,
                                    key=f"gradreg-shard-{tag}-{i}", pure=False,
                                    workers=[workers[i % len(workers)]], allow_other_workers=True)
                 for i, shard in enumerate(shards)]
@@ -589,7 +626,7 @@ class DataParallel:
 
     def _record(self, shards: list[Shard], workers: list[str], result: dict) -> None:
         self.last_step = {"shards": len(shards), "levels": tree_levels(len(shards)), "workers": len(workers),
-                          "shard_bytes": sum(sizeof(s.feeds) for s in shards),
+                          "shard_bytes": sum(_sent_bytes(s) for s in shards),
                           "result_bytes": sizeof(result.get("grads")) + sizeof(result["ys"])}
 
     def _wait_for_a_worker(self) -> list[str]:
@@ -602,6 +639,33 @@ class DataParallel:
         except TimeoutError:
             raise ClusterError(f"the Dask cluster has no workers (waited {self.worker_timeout:g} s)") from None
         return sorted(self.client.nthreads())
+
+    # -- data resident on the workers -------------------------------------------------------------
+    def scatter(self, arrays: Mapping[Any, Any]) -> ResidentData:
+        """Send the split feeds' arrays (every example, along axis 0) to every worker once; batches
+        of the result (:meth:`.data.ResidentData.batches`) then travel as row numbers. See
+        :mod:`gradreg.distributed.data`.
+
+            data = dp.scatter({"x:0": x_train, "labels:0": y_train})
+            dp.train(optimizer, data.batches(128, shuffle=True, seed=0), steps=1000)
+        """
+        if self.closed:
+            raise GradregError("this DataParallel is closed")
+        named = {tensor_name(k): v for k, v in arrays.items()}
+        for name, value in named.items():
+            try:
+                tensor = self.graph.get_tensor(name)
+            except GradregError:
+                raise FeedError(f"scatter: '{name}' names no tensor of the graph") from None
+            dims = tensor.shape.as_list()
+            shape = np.shape(value)
+            if dims is not None and (len(dims) != len(shape) or
+                                     any(d is not None and d != s for d, s in zip(dims[1:], shape[1:]))):
+                raise FeedError(f"scatter: feed '{name}' has the shape {dims} in the graph; the array's examples "
+                                f"have the shape {list(shape[1:])} (all of them: {list(shape)})")
+        data = ResidentData(self.client, named)
+        self.resident[data.name] = data
+        return data
 
     # -- training ------------------------------------------------------------------------------
     def train(self, optimizer, dataset, steps: int, **options) -> list[float]:
@@ -619,6 +683,8 @@ class DataParallel:
             self.closed = True
             self.runners.clear()      # the actors go when their futures are released
             self.client.unregister_worker_plugin(self.plugin_name)
+            for data in self.resident.values():
+                data.close()
 
     def __enter__(self) -> DataParallel:
         return self
@@ -670,6 +736,20 @@ def _ancestor_ops(tensors: Sequence[Any]) -> set:
 def _x_name(x: Any) -> str:
     """A variable by its op name (the worker differentiates by the variable), a tensor by its name."""
     return x.op.name if isinstance(x, gr.Variable) else x.name
+
+
+def _payload(common: dict, shard: Shard) -> dict | Rows:
+    """What a shard's task is sent: its feeds, or the rows the worker takes them from (the feeds
+    not split are inside those)."""
+    return shard.feeds if isinstance(shard.feeds, Rows) else {**common, **shard.feeds}
+
+
+def _sent_bytes(shard: Shard) -> int:
+    """The bytes of a shard's feeds as sent: the arrays, or the row numbers and the unsplit feeds."""
+    if isinstance(shard.feeds, Rows):
+        index = shard.feeds.index
+        return (index.nbytes if isinstance(index, np.ndarray) else 0) + int(sizeof(dict(shard.feeds.common)))
+    return int(sizeof(shard.feeds))
 
 
 def _losses(result: dict) -> list:

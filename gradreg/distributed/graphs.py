@@ -113,6 +113,15 @@ def free_batch(graph_def: graph_pb2.GraphDef, axes: Mapping[str, int]
     return out, report
 
 
+def specialize(graph_bytes: bytes, axes: Mapping[str, int], size: int) -> bytes:
+    """The GraphDef bytes with the split feeds' batch dimension set to ``size``: shape inference
+    then knows every batch-sized dimension, and the plan folds the shape arithmetic a free batch
+    leaves to run time (see :class:`.worker.Replica`)."""
+    graph_def = graph_pb2.GraphDef.FromString(graph_bytes)
+    _set_batch(graph_def, axes, size)
+    return graph_def.SerializeToString(deterministic=True)
+
+
 def _set_batch(graph_def: graph_pb2.GraphDef, axes: Mapping[str, int], size: int) -> list[str]:
     """Set the batch dimension of the split placeholders in place; the names of those changed."""
     by_name = {node.name: node for node in graph_def.node}

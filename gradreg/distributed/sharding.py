@@ -13,19 +13,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gradreg.errors import FeedError, GradregError
+
+if TYPE_CHECKING:
+    from gradreg.distributed.data import Rows
 
 REDUCTIONS = ("mean", "sum")
 
 
 @dataclass
 class Shard:
-    """One shard: the split feeds' slices, its number of examples and its weight."""
-    feeds: dict[str, np.ndarray]
+    """One shard: the split feeds' slices (or the rows of data the workers hold, with the feeds
+    not split), its number of examples and its weight."""
+    feeds: dict[str, np.ndarray] | Rows
     size: int
     weight: float
 

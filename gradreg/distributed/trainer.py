@@ -57,7 +57,7 @@ def _progress_bar(steps: int, start: int):
 def train(dp, optimizer, dataset: Iterable[Mapping[Any, Any]], steps: int, *, split=None,
           checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False,
           progress: bool = True, callback: Callable[[int, float], Any] | None = None,
-          max_to_keep: int = 5, window: int = 2, steps_per_task: int = 8) -> list[float]:
+          max_to_keep: int = 5, window: int = 2, steps_per_task: int | None = None) -> list[float]:
     """Train ``dp``'s xs (variables) with a v1 ``optimizer`` for up to ``steps`` batches of ``dataset``.
 
     ``optimizer``: a v1 optimizer not yet used in a graph (it is pickled to the workers; pass
@@ -69,7 +69,10 @@ def train(dp, optimizer, dataset: Iterable[Mapping[Any, Any]], steps: int, *, sp
     see ``dp.global_step``). ``callback(step, loss)`` runs after each update. ``window``: how
     many tasks are sent ahead of the one the driver waits for (0: one at a time).
     ``steps_per_task``: with one shard, how many consecutive steps one task runs (their
-    callbacks and progress then come together, when the task returns). Returns the
+    callbacks and progress then come together, when the task returns); None: as many as
+    take about 0.1 s on the workers (one per task for steps that long). ``dataset`` may
+    also yield the batches of data scattered to the workers (``dp.scatter(...).batches(...)``,
+    :mod:`gradreg.distributed.data`): a step then sends row numbers, not arrays. Returns the
     loss of every step. Afterwards ``dp.session`` holds the trained values.
 
         losses = dp.train(gradreg.train.AdamOptimizer(0.003), batches, steps=500, checkpoint_dir="runs/dp")

@@ -32,12 +32,15 @@ import numpy as np
 from distributed import WorkerPlugin, get_worker, rejoin, secede
 
 import gradreg as gr
+from gradreg.distributed.data import Rows, resolve
 from gradreg.distributed.errors import ReplicaMismatch
+from gradreg.distributed.graphs import specialize
 from gradreg.errors import GradientError, GradregError
 
 State = tuple[str, int]
 STEP_WAIT = 120.0   # seconds a task sent ahead waits for the step before it on its worker
 IN_LOOP = 0.25       # seconds: a StepRunner call whose steps take less runs on the worker's event loop thread
+MAX_SIZED = 4        # batch sizes a replica keeps a specialised graph for (an epoch's last batch is a second)
 KEEP_LOSSES = 1024   # the losses of the last steps a replica remembers (steps in flight when a worker died)
 
 
@@ -60,6 +63,7 @@ class GradientSpec:
     unconnected_gradients: str = "none"
     custom_gradient: str = "error"
     backend: str | None = None
+    batch_axes: tuple[tuple[str, int], ...] = ()   # split feeds whose batch size varies: (name, axis)
 
 
 class OptimizerUpdate:
@@ -141,20 +145,9 @@ class Replica:
 
     def __init__(self, graph_bytes: bytes, spec: GradientSpec):
         self.spec = spec
-        self.graph = gr.load_graph(graph_bytes)
-        self.graph_variables = {v.op.name: v for v in gr.train.find_variables(self.graph)}
-        self.variables = [_variable(self.graph_variables, name) for name in spec.variables]
-        self.ys = [_tensor(self.graph, name, "loss") for name in spec.ys]
-        self.xs = [self.graph_variables[name] if name in self.graph_variables else _tensor(self.graph, name, "xs")
-                   for name in spec.xs]
-        with self.graph.as_default():
-            grad_ys = [_tensor(self.graph, n, "grad_ys") for n in spec.grad_ys] if spec.grad_ys else None
-            stop = [_tensor(self.graph, n, "stop_gradients") for n in spec.stop_gradients] or None
-            grads = gr.gradients(self.ys, self.xs, grad_ys=grad_ys, stop_gradients=stop,
-                                 unconnected_gradients=spec.unconnected_gradients,
-                                 custom_gradient=spec.custom_gradient)
-            # A gathered variable's IndexedSlices gradient is summed across shards as a dense array.
-            self.grads = [gr.convert_to_tensor(g) if g is not None else None for g in grads]
+        self.graph_bytes = graph_bytes
+        self.graph, self.graph_variables, self.variables, self.ys, self.xs, self.grads = _differentiate(
+            graph_bytes, spec)
         self.session = gr.Session(self.graph, backend=spec.backend)
         self.fetches = self.ys + [g for g in self.grads if g is not None]
         self.callables: dict[tuple[str, ...], Any] = {}
@@ -164,6 +157,7 @@ class Replica:
         self.lock = threading.Lock()
         self.changed = threading.Condition()   # notified whenever the state moves
         self.busy = {"shard": 0.0, "apply": 0.0, "step": 0.0}  # seconds spent computing (not waiting), for benchmarks
+        self.sized: dict[int, Sized | None] = {}   # the graph with its batch fixed, by batch size (None: failed)
         self.step_seconds = float("inf")    # the last whole step's compute (none yet: as long as can be)
 
     # -- evaluation -----------------------------------------------------------------------------
@@ -227,7 +221,12 @@ class Replica:
             return "missing", None
         start = time.perf_counter()
         names = tuple(feeds)
-        run = self.update(blueprint).step_callable(self.session, self.ys, self.grads, names)
+        update = self.update(blueprint)          # (its new variables are made and set here)
+        sized = self._sized(feeds)
+        if sized is not None:
+            run = sized.update(blueprint).step_callable(sized.session, sized.ys, sized.grads, names)
+        else:
+            run = update.step_callable(self.session, self.ys, self.grads, names)
         ys = [np.asarray(y) for y in run(*feeds.values())[1:]]
         self._check_scalar(ys)
         self.step_seconds = time.perf_counter() - start
@@ -236,6 +235,42 @@ class Replica:
         self.last.pop(step + 1 - KEEP_LOSSES, None)
         self.last[step + 1] = ys
         return "applied", ys
+
+    def _sized(self, feeds: dict[str, Any]) -> Sized | None:
+        """The graph specialised to this batch's size (built on first use, up to MAX_SIZED sizes),
+        or None: the batch axes are not known, the feeds disagree, or the specialised graph failed
+        to build (the free graph then runs, as it would anyway)."""
+        sizes = {np.shape(feeds[name])[axis] for name, axis in self.spec.batch_axes
+                 if name in feeds and -np.ndim(feeds[name]) <= axis < np.ndim(feeds[name])}
+        if len(sizes) != 1:
+            return None
+        size = int(sizes.pop())
+        if size not in self.sized:
+            if len(self.sized) >= MAX_SIZED:
+                return None
+            try:
+                self.sized[size] = Sized(self, size)
+            except GradregError:
+                self.sized[size] = None
+        return self.sized[size]
+
+    def builds_for(self, batches: Sequence[dict[str, Any] | Rows]) -> bool:
+        """Whether running ``batches`` would first build a graph sized to a batch size not seen yet."""
+        if not self.spec.batch_axes or len(self.sized) >= MAX_SIZED:
+            return False
+        for feeds in batches:
+            if isinstance(feeds, Rows):
+                index = feeds.index
+                size = len(range(index.start, index.stop)) if isinstance(index, slice) else len(index)
+            else:
+                sizes = {np.shape(feeds[n])[a] for n, a in self.spec.batch_axes
+                         if n in feeds and -np.ndim(feeds[n]) <= a < np.ndim(feeds[n])}
+                if len(sizes) != 1:
+                    continue
+                size = sizes.pop()
+            if size not in self.sized:
+                return True
+        return False
 
     def steps(self, blueprint: bytes, state: State, batches: Sequence[dict[str, Any]]) -> tuple[str, list | None]:
         """:meth:`step` on each batch in turn from ``state``: ``(status, the loss values of each
@@ -297,6 +332,49 @@ class Replica:
                 self.changed.wait_for(lambda: not self.behind(state), timeout)
         if seceded:
             rejoin()
+
+
+class Sized:
+    """A replica's graph with the split feeds' batch dimension fixed at ``size``, differentiated
+    alike, its Session sharing the replica's variables (a variable is its name in a session's
+    resources, as TensorFlow's resource manager keys them): a step of that size runs a plan whose
+    shape arithmetic is folded when it is compiled, as in one process on the graph as written.
+    The replica's state, copies and checkpoints go through the replica's own Session."""
+
+    def __init__(self, replica: Replica, size: int):
+        spec = replica.spec
+        data = specialize(replica.graph_bytes, dict(spec.batch_axes), size)
+        self.graph, self.graph_variables, _, self.ys, self.xs, self.grads = _differentiate(data, spec)
+        self.session = gr.Session(self.graph, backend=spec.backend)
+        self.session.resources = self.session.context.resources = replica.session.resources
+        self.updates: dict[bytes, OptimizerUpdate] = {}
+
+    def update(self, blueprint: bytes) -> OptimizerUpdate:
+        """The optimizer's update in this graph: the same variable and slot names as the replica's,
+        whose update made and set them (:meth:`Replica.update` runs first)."""
+        update = self.updates.get(blueprint)
+        if update is None:
+            update = self.updates[blueprint] = OptimizerUpdate(self.graph, self.graph_variables, self.xs, blueprint)
+        return update
+
+
+def _differentiate(graph_bytes: bytes, spec: GradientSpec) -> tuple:
+    """``(graph, its variables by name, the loss's variables, ys, xs, gradients)`` of ``spec`` in
+    the graph loaded from ``graph_bytes``."""
+    graph = gr.load_graph(graph_bytes)
+    graph_variables = {v.op.name: v for v in gr.train.find_variables(graph)}
+    variables = [_variable(graph_variables, name) for name in spec.variables]
+    ys = [_tensor(graph, name, "loss") for name in spec.ys]
+    xs = [graph_variables[name] if name in graph_variables else _tensor(graph, name, "xs") for name in spec.xs]
+    with graph.as_default():
+        grad_ys = [_tensor(graph, n, "grad_ys") for n in spec.grad_ys] if spec.grad_ys else None
+        stop = [_tensor(graph, n, "stop_gradients") for n in spec.stop_gradients] or None
+        grads = gr.gradients(ys, xs, grad_ys=grad_ys, stop_gradients=stop,
+                             unconnected_gradients=spec.unconnected_gradients,
+                             custom_gradient=spec.custom_gradient)
+        # A gathered variable's IndexedSlices gradient is summed across shards as a dense array.
+        grads = [gr.convert_to_tensor(g) if g is not None else None for g in grads]
+    return graph, graph_variables, variables, ys, xs, grads
 
 
 def _scaled(value: Any, weight: float) -> np.ndarray:
@@ -382,11 +460,12 @@ def _on_replica(spec: GradientSpec, work, worker=None, wait: State | None = None
 
 
 # -- tasks: each a pure function of (the replica's expected state, its arguments) ----------------
-def shard_gradients(spec: GradientSpec, state: State, feeds: dict[str, Any], weight: float) -> dict:
-    """Task: the weighted ys and gradients of one shard (see :meth:`Replica.shard`)."""
+def shard_gradients(spec: GradientSpec, state: State, feeds: dict[str, Any] | Rows, weight: float) -> dict:
+    """Task: the weighted ys and gradients of one shard (see :meth:`Replica.shard`); ``feeds``
+    may be rows of data the worker holds (:mod:`.data`)."""
     def work(replica: Replica) -> dict:
         replica.expect(state)
-        return replica.shard(feeds, weight)
+        return replica.shard(resolve(feeds), weight)
     return _on_replica(spec, work, wait=state)
 
 
@@ -424,7 +503,7 @@ class StepRunner:
         self.done: asyncio.Condition | None = None     # made in the worker's event loop, on the first call
         self.replica: Replica | None = None
 
-    async def steps(self, blueprint: bytes, state: State, batches: list[dict[str, Any]]) -> dict:
+    async def steps(self, blueprint: bytes, state: State, batches: list[dict[str, Any] | Rows]) -> dict:
         loop = asyncio.get_running_loop()
         if self.done is None:
             self.done = asyncio.Condition()
@@ -438,9 +517,10 @@ class StepRunner:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.done.wait(), 0.05)
         try:
-            if replica.step_seconds * len(batches) < IN_LOOP:
+            if replica.step_seconds * len(batches) < IN_LOOP and not replica.builds_for(batches):
                 # Short steps run on the event loop's thread, as client.run's functions do: handing the
                 # GIL back and forth between it and a compute thread cost them 15-30% on a loaded machine.
+                # (Not a call that first builds a graph sized to a new batch size: that takes seconds.)
                 return _run_steps(self.spec, self.worker, blueprint, state, batches)
             return await loop.run_in_executor(self.pool, _run_steps, self.spec, self.worker, blueprint, state,
                                               batches)
@@ -454,10 +534,12 @@ def _replica_of(spec: GradientSpec, worker) -> Replica:
     return replica
 
 
-def _run_steps(spec: GradientSpec, worker, blueprint: bytes, state: State, batches: list[dict[str, Any]]) -> dict:
+def _run_steps(spec: GradientSpec, worker, blueprint: bytes, state: State,
+               batches: list[dict[str, Any] | Rows]) -> dict:
     def work(replica: Replica) -> dict:
-        status, losses = replica.steps(blueprint, state, batches)
-        return {"status": status, "ys": losses[-1] if losses else None, "losses": losses, "worker": worker.address}
+        status, losses = replica.steps(blueprint, state, [resolve(b, worker) for b in batches])
+        return {"status": status, "ys": losses[-1] if losses else None, "losses": losses, "worker": worker.address,
+                "step_seconds": replica.step_seconds}
     return _on_replica(spec, work, worker)
 
 
