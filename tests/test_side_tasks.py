@@ -239,26 +239,20 @@ def test_a_plan_tries_its_modes_and_keeps_the_fastest(monkeypatch, side_on):
     assert side_on["deferred"] == before                 # no side task from now on
 
 
-def test_a_plan_keeps_to_one_thread_when_that_is_fastest(monkeypatch, side_on):
-    monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
+def _on_a_virtual_clock(monkeypatch, plan, cost, tick: float = 0.0) -> list[str]:
+    """Time ``plan``'s trial of its modes on a virtual clock (no timing in unit tests: the machine
+    may be busy): each reading advances it by ``tick``, and a call in mode ``m`` costs ``cost(m)``
+    seconds more. Returns the modes of the calls, in order."""
     import gradreg.runtime.plan as plan_module
-    g, x, loss, grads, x_value = _weight_gradients_graph(6)
-    plan = _session(g).plan_for([loss, *grads], [x])
-    plan._installed = len(plan.upgrades)
-    monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
-    limits = []
-    # The trial's clock is a virtual one (no timing in unit tests: the machine may be busy): each
-    # reading advances it by a microsecond, and a call in the other modes costs 30 ms more.
     clock = [0.0]
 
     class VirtualTime:
         @staticmethod
         def perf_counter() -> float:
-            clock[0] += 1e-6
+            clock[0] += tick
             return clock[0]
     monkeypatch.setattr(plan_module, "time", VirtualTime)
-
-    calling = [""]
+    calling, ran = [""], []
 
     def marked(mode, maker):
         def make():
@@ -270,10 +264,23 @@ def test_a_plan_keeps_to_one_thread_when_that_is_fastest(monkeypatch, side_on):
     run_plan = plan._fn
 
     def timed_run(*args):
-        if calling[0] in ("side", "split"):
-            clock[0] += 0.03
+        ran.append(calling[0])
+        clock[0] += cost(calling[0])
         return run_plan(*args)
     plan._fn = timed_run
+    return ran
+
+
+def test_a_plan_keeps_to_one_thread_when_that_is_fastest(monkeypatch, side_on):
+    monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
+    import gradreg.runtime.plan as plan_module
+    g, x, loss, grads, x_value = _weight_gradients_graph(6)
+    plan = _session(g).plan_for([loss, *grads], [x])
+    plan._installed = len(plan.upgrades)
+    monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
+    limits = []
+    # each clock reading advances a microsecond; a call in the other modes costs 30 ms more
+    _on_a_virtual_clock(monkeypatch, plan, lambda mode: 0.03 if mode in ("side", "split") else 0.0, tick=1e-6)
     single_submit = call_modes.SingleThreaded.submit
 
     def watching_submit(fn, *args):
@@ -325,28 +332,7 @@ def test_more_threads_must_be_clearly_faster_than_one(monkeypatch, side_on, slow
     plan = _session(g).plan_for([loss, *grads], [x])
     plan._installed = len(plan.upgrades)
     monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
-    clock = [0.0]
-
-    class VirtualTime:
-        @staticmethod
-        def perf_counter() -> float:
-            return clock[0]
-    monkeypatch.setattr(plan_module, "time", VirtualTime)
-    calling = [""]
-
-    def marked(mode, maker):
-        def make():
-            calling[0] = mode
-            return maker()
-        return make
-    for mode in list(plan._makers):
-        plan._makers[mode] = marked(mode, plan._makers[mode])
-    run_plan = plan._fn
-
-    def timed_run(*args):
-        clock[0] += 0.03 * (1 + slower) if calling[0] == "single" else 0.03
-        return run_plan(*args)
-    plan._fn = timed_run
+    _on_a_virtual_clock(monkeypatch, plan, lambda mode: 0.03 * (1 + slower) if mode == "single" else 0.03)
     want = _handwritten(g, x_value)
     for _ in range(3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK + 3):
         for value, expected in zip(plan([x_value]), want):
@@ -364,29 +350,7 @@ def test_a_mode_far_slower_than_another_runs_no_more_calls_in_the_trial(monkeypa
     plan = _session(g).plan_for([loss, *grads], [x])
     plan._installed = len(plan.upgrades)
     monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
-    clock = [0.0]
-
-    class VirtualTime:
-        @staticmethod
-        def perf_counter() -> float:
-            return clock[0]
-    monkeypatch.setattr(plan_module, "time", VirtualTime)
-    calling, ran = [""], []
-
-    def marked(mode, maker):
-        def make():
-            calling[0] = mode
-            return maker()
-        return make
-    for mode in list(plan._makers):
-        plan._makers[mode] = marked(mode, plan._makers[mode])
-    run_plan = plan._fn
-
-    def timed_run(*args):
-        ran.append(calling[0])
-        clock[0] += 0.01 if calling[0] == "single" else 0.2
-        return run_plan(*args)
-    plan._fn = timed_run
+    ran = _on_a_virtual_clock(monkeypatch, plan, lambda mode: 0.01 if mode == "single" else 0.2)
     want = _handwritten(g, x_value)
     calls = 0
     while plan.trials == 0:
