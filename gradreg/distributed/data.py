@@ -36,6 +36,11 @@ class Rows:
     index: slice | np.ndarray
     common: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def size(self) -> int:
+        """How many rows (a slice's bounds are set: :meth:`ResidentBatch.split` makes them)."""
+        return self.index.stop - self.index.start if isinstance(self.index, slice) else len(self.index)
+
     def feeds(self, worker: Any = None) -> dict[str, Any]:
         """The shard's feeds, taken from this worker's copy of the arrays (a slice is a view)."""
         worker = worker if worker is not None else get_worker()

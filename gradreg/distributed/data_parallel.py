@@ -581,12 +581,7 @@ class DataParallel:
         shards = [Shard(rows, size, weight) for rows, size, weight in batch.split(self.shards, self.reduction)]
         if len(shards) > 1 or not self.relax_batch:
             for name in data.shapes:
-                dims = self.graph.get_tensor(name).shape.as_list() or [None]
-                sizes = sorted({s.size for s in shards})
-                if dims[0] is not None and sizes != [dims[0]]:
-                    raise FeedError(f"feed '{name}' has the static shape {dims} in the graph: each shard must hold "
-                                    f"{dims[0]} examples (these hold {', '.join(map(str, sizes))}); use batches of "
-                                    f"{len(shards)} x {dims[0]} examples, or free the batch with relax_batch=True")
+                _check_shard_sizes(name, self.graph.get_tensor(name).shape.as_list() or [None], 0, shards)
         return {}, shards
 
     def _check_splittable(self, feeds: Mapping[Any, Any], shards: list[Shard]) -> None:
@@ -601,11 +596,8 @@ class DataParallel:
                 raise FeedError(f"feed '{name}' names no tensor of the graph") from None
             split_axes = [i for i, (a, b) in enumerate(zip(full_shapes[name], part.shape)) if a != b] or [0]
             fixed = [i for i in split_axes if i < len(dims) and dims[i] is not None]
-            sizes = sorted({s.size for s in shards})
-            if fixed and sizes != [dims[fixed[0]]]:
-                raise FeedError(f"feed '{name}' has the static shape {dims} in the graph: each shard must hold "
-                                f"{dims[fixed[0]]} examples (these hold {', '.join(map(str, sizes))}); feed "
-                                f"{len(shards)} x {dims[fixed[0]]} examples, or free the batch with relax_batch=True")
+            if fixed:
+                _check_shard_sizes(name, dims, fixed[0], shards)
 
     def _shard_futures(self, workers: list[str], common: dict, shards: list[Shard], tag: str) -> list:
         return [self.client.submit(shard_gradients, self.spec, self._current(), _payload(common, shard), shard.weight,
@@ -736,6 +728,15 @@ def _ancestor_ops(tensors: Sequence[Any]) -> set:
 def _x_name(x: Any) -> str:
     """A variable by its op name (the worker differentiates by the variable), a tensor by its name."""
     return x.op.name if isinstance(x, gr.Variable) else x.name
+
+
+def _check_shard_sizes(name: str, dims: list, axis: int, shards: list[Shard]) -> None:
+    """FeedError unless every shard holds the batch size the graph fixes for feed ``name`` along ``axis``."""
+    sizes = sorted({s.size for s in shards})
+    if dims[axis] is not None and sizes != [dims[axis]]:
+        raise FeedError(f"feed '{name}' has the static shape {dims} in the graph: each shard must hold "
+                        f"{dims[axis]} examples (these hold {', '.join(map(str, sizes))}); feed "
+                        f"{len(shards)} x {dims[axis]} examples, or free the batch with relax_batch=True")
 
 
 def _payload(common: dict, shard: Shard) -> dict | Rows:

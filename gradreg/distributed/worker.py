@@ -202,9 +202,7 @@ class Replica:
         start = time.perf_counter()
         self.update(blueprint).run(self.session, total["grads"])
         self.busy["apply"] += time.perf_counter() - start
-        self.set_state((lineage, step + 1))
-        self.last.pop(step + 1 - KEEP_LOSSES, None)
-        self.last[step + 1] = total["ys"]
+        self._advance(lineage, step, total["ys"])
         return "applied"
 
     def step(self, blueprint: bytes, state: State, feeds: dict[str, Any]) -> tuple[str, list | None]:
@@ -231,20 +229,22 @@ class Replica:
         self._check_scalar(ys)
         self.step_seconds = time.perf_counter() - start
         self.busy["step"] += self.step_seconds
+        self._advance(lineage, step, ys)
+        return "applied", ys
+
+    def _advance(self, lineage: str, step: int, ys: list) -> None:
+        """Step ``step`` of ``lineage`` applied: the next state, and its losses remembered (the last KEEP_LOSSES)."""
         self.set_state((lineage, step + 1))
         self.last.pop(step + 1 - KEEP_LOSSES, None)
         self.last[step + 1] = ys
-        return "applied", ys
 
     def _sized(self, feeds: dict[str, Any]) -> Sized | None:
         """The graph specialised to this batch's size (built on first use, up to MAX_SIZED sizes),
         or None: the batch axes are not known, the feeds disagree, or the specialised graph failed
         to build (the free graph then runs, as it would anyway)."""
-        sizes = {np.shape(feeds[name])[axis] for name, axis in self.spec.batch_axes
-                 if name in feeds and -np.ndim(feeds[name]) <= axis < np.ndim(feeds[name])}
-        if len(sizes) != 1:
+        size = self._batch_size(feeds)
+        if size is None:
             return None
-        size = int(sizes.pop())
         if size not in self.sized:
             if len(self.sized) >= MAX_SIZED:
                 return None
@@ -258,19 +258,16 @@ class Replica:
         """Whether running ``batches`` would first build a graph sized to a batch size not seen yet."""
         if not self.spec.batch_axes or len(self.sized) >= MAX_SIZED:
             return False
-        for feeds in batches:
-            if isinstance(feeds, Rows):
-                index = feeds.index
-                size = len(range(index.start, index.stop)) if isinstance(index, slice) else len(index)
-            else:
-                sizes = {np.shape(feeds[n])[a] for n, a in self.spec.batch_axes
-                         if n in feeds and -np.ndim(feeds[n]) <= a < np.ndim(feeds[n])}
-                if len(sizes) != 1:
-                    continue
-                size = sizes.pop()
-            if size not in self.sized:
-                return True
-        return False
+        return any(size is not None and size not in self.sized for size in map(self._batch_size, batches))
+
+    def _batch_size(self, feeds: dict[str, Any] | Rows) -> int | None:
+        """The batch size of ``feeds`` along the spec's batch axes (rows: their count); None when
+        the feeds name none of them or disagree."""
+        if isinstance(feeds, Rows):
+            return feeds.size
+        sizes = {np.shape(feeds[name])[axis] for name, axis in self.spec.batch_axes
+                 if name in feeds and -np.ndim(feeds[name]) <= axis < np.ndim(feeds[name])}
+        return int(sizes.pop()) if len(sizes) == 1 else None
 
     def steps(self, blueprint: bytes, state: State, batches: Sequence[dict[str, Any]]) -> tuple[str, list | None]:
         """:meth:`step` on each batch in turn from ``state``: ``(status, the loss values of each
