@@ -174,11 +174,12 @@ class _Pools:
         self.lock = threading.Lock()
         self.spinning: SpinPool | None = None
         self.spin_failed = False      # numba could not compile the spin here: the executor serves
+        self.deferred = False         # the kernel builder makes the spinning pool: callers do not wait
         self.executor: ThreadPoolExecutor | None = None
 
-    def spin_pool(self) -> SpinPool | None:
-        if self.spinning is None and not self.spin_failed and "numba" in sys.modules \
-                and os.environ.get("GRADREG_SPIN", "1").strip() != "0":
+    def spin_pool(self, maker: bool = False) -> SpinPool | None:
+        if self.spinning is None and not self.spin_failed and (maker or not self.deferred) \
+                and "numba" in sys.modules and os.environ.get("GRADREG_SPIN", "1").strip() != "0":
             with self.lock:
                 if self.spinning is None and not self.spin_failed:
                     try:
@@ -214,8 +215,26 @@ if hasattr(os, "register_at_fork"):
 
 def spin_pool() -> SpinPool | None:
     """The spinning pool, made on first use when numba is already imported (the kernels that
-    split work are numba's); None without numba, or with GRADREG_SPIN=0."""
+    split work are numba's); None without numba, or with GRADREG_SPIN=0, or while
+    :func:`defer_spin_pool` leaves making it to another thread."""
     return POOLS.spin_pool()
+
+
+def defer_spin_pool() -> None:
+    """Leave making the spinning pool to :func:`make_deferred_spin_pool`, called by another
+    thread (numba's background kernel builder): making it loads and calibrates a compiled spin,
+    which would stall the caller's call by up to a second (longer when it waits for numba's
+    compiler lock, held by the builder); meanwhile the sleeping executor serves."""
+    if POOLS.spinning is None:
+        POOLS.deferred = True
+
+
+def make_deferred_spin_pool() -> None:
+    """Make the spinning pool in this thread (see :func:`defer_spin_pool`)."""
+    try:
+        POOLS.spin_pool(maker=True)
+    finally:
+        POOLS.deferred = False
 
 
 def parallel(fn: Callable[[int], Any], parts: int, threads: int | None = None) -> list[Any]:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gradreg.backends import workers
 from gradreg.registry.kernels import Tiered
 
 MODES = ("background", "eager")
@@ -53,11 +54,17 @@ class _Builder:
         with self.lock:
             self.pending += 1
             if self.thread is None or not self.thread.is_alive():
+                workers.defer_spin_pool()       # made by the builder, before its first kernel
                 self.thread = threading.Thread(target=self.work, name="gradreg-numba-jit", daemon=True)
                 self.thread.start()
         self.jobs.put((tiered, install))
 
     def work(self) -> None:
+        # The spinning pool first, at the caller's priority: its worker threads inherit this
+        # thread's nice value, and the kernels split over them are the caller's.
+        with contextlib.suppress(ImportError):
+            import numba  # noqa: F401  (the spinning pool needs it)
+        workers.make_deferred_spin_pool()
         _lower_priority()
         while True:
             tiered, install = self.jobs.get()
