@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import gradreg as gr
-from gradreg.backends.numba import codegen, grouping, kernels
+from gradreg.backends.numba import cache, codegen, grouping, kernels
 from gradreg.errors import ElementLimitError, ExecutionError
 from gradreg.model.graph import Operation
 from gradreg.model.traversal import needed_ops, topological_order
@@ -295,6 +295,39 @@ def test_static_shapes_are_compiled_into_the_group(rng):
         got = built[y_group](*[values[t] for t in y_group.inputs])
         np.testing.assert_allclose(got, np.tanh(xv * 2 + bv) * xv, rtol=2e-6)
     assert not codegen.generate_static_source(y_group, codegen.static_states(y_group)).count("reshape")
+
+
+def test_read_only_inputs_take_the_precompiled_loops(rng):
+    # A plan's constants are read-only arrays. The loops are built for read-only inputs and
+    # compile nothing more, so a constant (or a writable array) never compiles in the caller's
+    # thread, behind the background builder's compiler lock.
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [4, 6], name="x")
+        b = gr.placeholder(gr.float32, [6], name="b")
+        y = gr.tanh(x * 2.0 + b) * x
+    session = gr.Session(graph, backend="numba")
+    (group,) = fused_groups_of(session, [y], [x, b])
+    static = group.kernel.build()
+    general = kernels._GroupKernel(group)
+    bias = rng.standard_normal(6).astype(np.float32)
+    frozen = bias.copy()
+    frozen.setflags(write=False)
+    for value in [rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((3, 6)).astype(np.float32)]:
+        for row in (bias, frozen):
+            values = {x: value, b: row}
+            args = [values.get(t, np.float32(2)) for t in group.inputs]
+            kernel = static if value.shape == (4, 6) else general
+            if kernel is general:
+                kernel(*args)                        # queues the variant's build
+                from gradreg.backends.numba import jit
+                jit.wait_for_kernels(120)
+            np.testing.assert_allclose(kernel(*args), np.tanh(value * 2 + row) * value, rtol=2e-6)
+    loops = [m.fused for m in cache.loaded_modules() if hasattr(m, "fused")]
+    used = [loop for loop in loops if any(getattr(t, "mutable", True) is False for sig in loop.signatures for t in sig)]
+    assert len(used) >= 2, "the static and the general loops are compiled for read-only inputs"
+    for loop in used:
+        assert len(loop.signatures) == 1 and not loop._can_compile, loop.signatures
 
 
 def test_scalar_ops_are_left_to_python_operators():

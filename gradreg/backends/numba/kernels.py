@@ -242,7 +242,7 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: Callabl
         scope[f"e{k}"] = np.bool_ if t.dtype is dtypes.bool_ else t.known_dtype.storage
         specs.append((scope[f"e{k}"], len(full)))
     loop = load_kernel(generate_static_source(group, state))
-    precompile(loop, specs)
+    precompile(loop, specs, inputs=2 + len(group.inputs))   # (lo, hi: scalars) then the inputs
     scope["fused"] = loop
     exec(compile(source, f"<gradreg-fused-{group.name}>", "exec"), scope)
     run: Callable[..., Any] = scope["run"]
@@ -280,5 +280,5 @@ class _Variant:
         loop = load_kernel(generate_source(group, state))
         specs: list[tuple[Any, int]] = [(np.dtype(np.int64), 0), (np.dtype(np.int64), 0)]
         specs += [(t.known_dtype.storage, 1) for t in (*group.inputs, *group.outputs)]
-        precompile(loop, specs)
+        precompile(loop, specs, inputs=2 + len(group.inputs))
         return _Variant(loop, [state[t] for t in group.outputs])
