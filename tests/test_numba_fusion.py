@@ -298,9 +298,9 @@ def test_static_shapes_are_compiled_into_the_group(rng):
 
 
 def test_read_only_inputs_take_the_precompiled_loops(rng):
-    # A plan's constants are read-only arrays. The loops are built for read-only inputs and
-    # compile nothing more, so a constant (or a writable array) never compiles in the caller's
-    # thread, behind the background builder's compiler lock.
+    # A plan's constants are read-only arrays, a type of their own to numba. The loops are
+    # built for the inputs the NumPy kernels were given, so the first compiled call compiles
+    # nothing in the caller's thread (behind the background builder's compiler lock).
     graph = gr.Graph()
     with graph.as_default():
         x = gr.placeholder(gr.float32, [4, 6], name="x")
@@ -308,26 +308,28 @@ def test_read_only_inputs_take_the_precompiled_loops(rng):
         y = gr.tanh(x * 2.0 + b) * x
     session = gr.Session(graph, backend="numba")
     (group,) = fused_groups_of(session, [y], [x, b])
-    static = group.kernel.build()
-    general = kernels._GroupKernel(group)
-    bias = rng.standard_normal(6).astype(np.float32)
-    frozen = bias.copy()
+    frozen = rng.standard_normal(6).astype(np.float32)
     frozen.setflags(write=False)
-    for value in [rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((3, 6)).astype(np.float32)]:
-        for row in (bias, frozen):
-            values = {x: value, b: row}
-            args = [values.get(t, np.float32(2)) for t in group.inputs]
-            kernel = static if value.shape == (4, 6) else general
-            if kernel is general:
-                kernel(*args)                        # queues the variant's build
-                from gradreg.backends.numba import jit
-                jit.wait_for_kernels(120)
-            np.testing.assert_allclose(kernel(*args), np.tanh(value * 2 + row) * value, rtol=2e-6)
-    loops = [m.fused for m in cache.loaded_modules() if hasattr(m, "fused")]
-    used = [loop for loop in loops if any(getattr(t, "mutable", True) is False for sig in loop.signatures for t in sig)]
-    assert len(used) >= 2, "the static and the general loops are compiled for read-only inputs"
-    for loop in used:
-        assert len(loop.signatures) == 1 and not loop._can_compile, loop.signatures
+
+    def args(value):
+        values = {x: value, b: frozen}
+        return [values.get(t, np.float32(2)) for t in group.inputs]
+    general = kernels._GroupKernel(group)
+    static_value = rng.standard_normal((4, 6)).astype(np.float32)
+    general.fallback_call(*args(static_value))          # what the plan's NumPy kernels see first
+    static = kernels._static_kernel(group, codegen.static_states(group), general)
+    other_value = rng.standard_normal((3, 6)).astype(np.float32)    # not the static shape
+    general(*args(other_value))                          # queues the general loop's build
+    from gradreg.backends.numba import jit
+    assert jit.wait_for_kernels(120)
+    before = {id(m.fused): len(m.fused.signatures) for m in cache.loaded_modules() if hasattr(m, "fused")}
+    for kernel, value in [(static, static_value), (general, other_value)]:
+        np.testing.assert_allclose(kernel(*args(value)), np.tanh(value * 2 + frozen) * value, rtol=2e-6)
+    after = {id(m.fused): len(m.fused.signatures) for m in cache.loaded_modules() if hasattr(m, "fused")}
+    assert after == before
+    frozen_loops = [m.fused for m in cache.loaded_modules() if hasattr(m, "fused") and any(
+        getattr(t, "mutable", True) is False for sig in m.fused.signatures for t in sig)]
+    assert len(frozen_loops) >= 2        # the static loop and the general one
 
 
 def test_scalar_ops_are_left_to_python_operators():

@@ -90,23 +90,17 @@ def load_module(source: str) -> Any:
     return module
 
 
-def precompile(dispatcher: Any, specs: Any, inputs: int = 0) -> None:
+def precompile(dispatcher: Any, specs: Any, readonly: Any = ()) -> None:
     """Compile the numba dispatcher for the arguments ``specs`` describe -- (NumPy dtype, ndim)
-    each, ndim 0 for a scalar, arrays C-contiguous -- now (from the disk cache when it has
-    them), so that no call compiles later in the thread that runs the plan.
-
-    With ``inputs`` (the dispatcher's first ``inputs`` arguments are only read), those arrays
-    are compiled read-only and the dispatcher compiles nothing more: a writable array then
-    takes the same code. A plan's constants are read-only arrays; compiled for writable ones
-    only, the first call given a constant compiled again, in the caller's thread, behind the
-    background builder's compiler lock (a stall of 0.2-0.6 s a kernel on MobileNetV2)."""
+    each, ndim 0 for a scalar, arrays C-contiguous, read-only where ``readonly`` (a flag per
+    argument) says -- now (from the disk cache when it has them), so that no call compiles
+    later in the thread that runs the plan. A read-only array (a plan's constant) is a type of
+    its own to numba: a loop compiled for writable ones is compiled again when given one, in
+    the caller's thread, behind the background builder's compiler lock."""
     import numpy as np
     from numba import from_dtype, types
+    flags = list(readonly) + [False] * (len(specs) - len(readonly))
     argtypes = tuple(from_dtype(np.dtype(dtype)) if ndim == 0 else
-                     types.Array(from_dtype(np.dtype(dtype)), ndim, "C", readonly=k < inputs)
-                     for k, (dtype, ndim) in enumerate(specs))
-    if inputs:
-        dispatcher.disable_compile(False)    # another group of the same source may have closed it
+                     types.Array(from_dtype(np.dtype(dtype)), ndim, "C", readonly=frozen)
+                     for (dtype, ndim), frozen in zip(specs, flags))
     dispatcher.compile(argtypes)
-    if inputs:
-        dispatcher.disable_compile(True)

@@ -108,6 +108,8 @@ class _GroupKernel:
         self.variants: dict[tuple[int, ...], Any] = {}   # input states -> _Variant (None: being built)
         self.lock = threading.Lock()
         self.last: tuple[Any, ...] | None = None
+        # until a call shows them, the inputs made by Const nodes are taken for read-only ones
+        self.readonly = tuple(t.op.type == "Const" for t in group.inputs)
 
     def __call__(self, *args: Any) -> Any:
         # Fast path: the same input shapes and types as the previous call (a plan runs its
@@ -140,7 +142,8 @@ class _GroupKernel:
         if classified is None:
             return self.fallback(args)
         states, row_shape = classified
-        variant = self.variant(tuple(states))
+        flat = [a.ravel() for a in arrays]
+        variant = self.variant(tuple(states), tuple(not a.flags.writeable for a in flat))
         if variant is None or variant.loop is None:
             return self.fallback(args)
         n = math.prod(shape)
@@ -148,12 +151,12 @@ class _GroupKernel:
         shapes = {SCALAR: (), ROW: row_shape, FULL: shape}
         out_shapes = [shapes[state] for state in variant.output_states]
         outs = [np.empty(s, dtype) for s, dtype in zip(out_shapes, self.out_dtypes)]
-        variant.loop(n, m, *[a.ravel() for a in arrays], *[o.reshape(-1) for o in outs])
+        variant.loop(n, m, *flat, *[o.reshape(-1) for o in outs])
         if all(type(a) is np.ndarray and a.flags.c_contiguous for a in args):
             self.last = (tuple(a.shape for a in arrays), variant.loop, n, m, out_shapes)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def variant(self, key: tuple[int, ...]) -> _Variant | None:
+    def variant(self, key: tuple[int, ...], readonly: tuple[bool, ...] = ()) -> _Variant | None:
         """The variant for input states ``key``: built now (GRADREG_JIT=eager), else queued
         to the background builder (None until it is ready)."""
         if key in self.variants:
@@ -162,13 +165,13 @@ class _GroupKernel:
             if key in self.variants:
                 return self.variants[key]
             if jit.mode() == "eager":
-                self.variants[key] = _Variant.build(self.group, key)
+                self.variants[key] = _Variant.build(self.group, key, readonly)
                 return self.variants[key]
             self.variants[key] = None
         group = self.group
 
         def build() -> Any:
-            return _Variant.build(group, key)
+            return _Variant.build(group, key, readonly)
 
         def install(variant: Any) -> None:
             self.variants[key] = variant
@@ -176,6 +179,8 @@ class _GroupKernel:
         return None
 
     def fallback_call(self, *args: Any) -> Any:
+        # Which inputs are read-only (a plan's constants): the compiled loops are built for that
+        self.readonly = tuple(type(a) is np.ndarray and not a.flags.writeable for a in args)
         return self.fallback(args)
 
     def fallback(self, args: Sequence[Any]) -> Any:
@@ -242,7 +247,7 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: Callabl
         scope[f"e{k}"] = np.bool_ if t.dtype is dtypes.bool_ else t.known_dtype.storage
         specs.append((scope[f"e{k}"], len(full)))
     loop = load_kernel(generate_static_source(group, state))
-    precompile(loop, specs, inputs=2 + len(group.inputs))   # (lo, hi: scalars) then the inputs
+    precompile(loop, specs, (False, False, *general.readonly))     # (lo, hi) then the inputs
     scope["fused"] = loop
     exec(compile(source, f"<gradreg-fused-{group.name}>", "exec"), scope)
     run: Callable[..., Any] = scope["run"]
@@ -268,7 +273,7 @@ class _Variant:
     output_states: list[int]
 
     @staticmethod
-    def build(group: FusedGroup, input_states: tuple[int, ...]) -> _Variant:
+    def build(group: FusedGroup, input_states: tuple[int, ...], readonly: tuple[bool, ...] = ()) -> _Variant:
         state = dict(zip(group.inputs, input_states))
         for op, description in zip(group.ops, group.descriptions):
             states = [state[t] for t in op.inputs]
@@ -280,5 +285,5 @@ class _Variant:
         loop = load_kernel(generate_source(group, state))
         specs: list[tuple[Any, int]] = [(np.dtype(np.int64), 0), (np.dtype(np.int64), 0)]
         specs += [(t.known_dtype.storage, 1) for t in (*group.inputs, *group.outputs)]
-        precompile(loop, specs, inputs=2 + len(group.inputs))
+        precompile(loop, specs, (False, False, *readonly))
         return _Variant(loop, [state[t] for t in group.outputs])
