@@ -207,7 +207,7 @@ WORK_PER_THREAD = 1 << 18
 PIECES_PER_THREAD = 4
 
 
-def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: Callable[..., Any]) -> Callable[..., Any]:
+def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: _GroupKernel) -> Callable[..., Any]:
     """The group's kernel for static shapes, compiled now: a check of the inputs (a scalar
     input must be a NumPy scalar of its type, an array of its shape and type, copied when
     not C-contiguous), the outputs allocated, then the compiled loop -- its outermost range
