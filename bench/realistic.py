@@ -348,12 +348,13 @@ def _compare_with_eager(label: str, model, x, cotangent, y, grads) -> None:
     expected = [p.grad for p in params]
     for p in params:
         p.grad = None
-    # y is a softmax over 1000 classes (values ~1e-3): atol 1e-7. The gradients sum over the batch
-    # and the pixels in float32 in another order: eager PyTorch on 1 and on 2 threads differs by up to
-    # 0.7% (relative norm of a parameter's gradient) at batch 4, so 2% is the tolerance
+    # y is a softmax over 1000 classes (values ~1e-3): atol 1e-7. The gradients sum over the batch and
+    # the pixels in float32, in another order: eager PyTorch's own batch-norm gradients in ResNet50 are
+    # up to 2.3% from float64's (relative norm of one parameter's gradient; torch.compile's 2.3% too, at
+    # batch 8), so 5% is the tolerance: a wrong gradient is off by far more
     torch.testing.assert_close(y, expected_y.detach(), rtol=1e-4, atol=1e-7, msg=lambda m: f"{label}, y: {m}")
     worst = max(float((g - e).norm() / e.norm().clamp_min(1e-30)) for g, e in zip(grads, expected))
-    if worst > 2e-2:
+    if worst > 5e-2:
         raise AssertionError(f"{label}: a gradient differs from eager PyTorch's by {worst:.2g} (relative norm)")
 
 
