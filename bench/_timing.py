@@ -111,7 +111,11 @@ class _Worker:
         python = env.pop("GRADREG_BENCH_PYTHON", sys.executable)
         self.process = subprocess.Popen([python, str(BENCH / "_timing.py"), "--worker"], env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(BENCH))
-        self.request({"setup": contender.factory, "kwargs": contender.kwargs})
+        try:
+            self.request({"setup": contender.factory, "kwargs": contender.kwargs})
+        except BaseException:
+            self.close()
+            raise
 
     def request(self, message: dict) -> dict:
         assert self.process.stdin is not None and self.process.stdout is not None

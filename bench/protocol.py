@@ -79,10 +79,12 @@ def workloads() -> dict[str, tuple[str, list[tuple[str, str, dict]], dict[str, f
                        + ([("tensorflow", "foreign_cnn:tensorflow_step", {"name": name})] if tf else [])
                        + ([("jax jit", "graph_to_jax:cnn_step", {"name": name})] if jax else []), {})
     import realistic
+    have = realistic.installed()
     for name, label in (("mobilenet_v2_224", "Keras MobileNetV2 (alpha 1.0, 224x224, batch 32)"),
                         ("resnet50_224", "Keras ResNet50 (224x224, batch 32)")):
-        found[name] = (f"{label}: one training step (forward, gradients w.r.t. every weight, SGD)",
-                       realistic.contenders(name, tf, jax), {})
+        found[name] = (f"{label}: one training step (forward, gradients w.r.t. every weight, SGD; "
+                       "PyTorch's on torchvision's model with its own weights, onnxruntime forward only)",
+                       realistic.contenders(name, **have), {"tensorflow": 1.0, "jax jit": 1.0})
     return found
 
 
@@ -90,6 +92,9 @@ ALIASES = {"cnn": ["mobilenet_v2_64", "densenet_slim_32", "resnet_slim_f64_32"],
            "realistic": ["mobilenet_v2_224", "resnet50_224"]}
 # Not in the default run (graphs made on first use, minutes a call): --workload realistic.
 LARGE = ("mobilenet_v2_224", "resnet50_224")
+# Timed and printed beside the others but not a reference for gradreg's ratios: not the same work
+# (onnxruntime runs the forward pass only).
+BESIDE = ("onnxruntime forward",)
 
 
 @dataclasses.dataclass
@@ -176,14 +181,32 @@ def _with_variants(contenders: list[Contender], variants: list[str]) -> list[Con
     return found
 
 
+@contextlib.contextmanager
+def unavailable(name: str, worker: _Worker | None = None) -> Iterator[None]:
+    """Prints and swallows a contender's report that it cannot run here (realistic.Unavailable:
+    torch.compile without a compiler), closing its worker; any other error goes through."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if ": Unavailable: " not in str(exc):
+            raise
+        print(f"    {name}: unavailable here, left out: {str(exc).split(': Unavailable: ', 1)[1]}", flush=True)
+        if worker is not None:
+            worker.close()
+
+
 def warm(contenders: list[Contender], warmup: int, rounds: int, turn: int, gap: float) -> dict[str, dict[str, Samples]]:
     """The warm-cache part: back to back and with idle gaps (module docstring)."""
     workers = []
     try:
         for c in contenders:
-            workers.append(_Worker(c))
-        for w in workers:
-            w.request({"run": warmup})
+            with unavailable(c.name):
+                workers.append(_Worker(c))
+        for w in list(workers):
+            with unavailable(w.name, w):
+                w.request({"run": warmup})
+                continue
+            workers.remove(w)
         results: dict[str, dict[str, Samples]] = {}
         for schedule, pause in (("back to back", 0.0), (f"{gap} s idle gaps", gap)):
             print(f"    {schedule}: before, {load()}", flush=True)
@@ -230,15 +253,18 @@ def cold(contenders: list[Contender], calls: int) -> dict[str, Cold]:
     found = {}
     for c in contenders:
         with tempfile.TemporaryDirectory(prefix="gradreg-cold-cache-") as cache:
-            env = dict(c.env, GRADREG_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache)
+            env = dict(c.env, GRADREG_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache, TORCHINDUCTOR_CACHE_DIR=cache)
             start = time.perf_counter()
-            worker = _Worker(Contender(c.name, c.factory, dict(c.kwargs, warm=False), env))
-            setup = time.perf_counter() - start
-            try:
-                reply = worker.request({"run": calls})
-            finally:
-                worker.close()
-        found[c.name] = Cold(reply["wall"], reply["cpu"], setup)
+            reply = None
+            with unavailable(c.name):
+                worker = _Worker(Contender(c.name, c.factory, dict(c.kwargs, warm=False), env))
+                setup = time.perf_counter() - start
+                try:
+                    reply = worker.request({"run": calls})
+                finally:
+                    worker.close()
+        if reply is not None:
+            found[c.name] = Cold(reply["wall"], reply["cpu"], setup)
     return found
 
 
@@ -250,7 +276,8 @@ def report(title: str, results: dict[str, dict[str, Samples]], targets: dict[str
         for name, s in samples.items():
             print("  " + s.line(name))
             medians[f"{schedule}/{name}"] = s.quartiles()[1]
-        references = {n: s.quartiles()[1] for n, s in samples.items() if not n.startswith("gradreg")}
+        references = {n: s.quartiles()[1] for n, s in samples.items()
+                      if not n.startswith("gradreg") and n not in BESIDE}
         for name, s in samples.items():
             if not name.startswith("gradreg") or not references:
                 continue
@@ -302,6 +329,10 @@ def main() -> None:
         if args.only:
             contenders = [c for c in contenders if c.name in args.only]
         print(f"\n{name}: {title}", flush=True)
+        if name in LARGE:
+            import realistic
+            for label, why in realistic.left_out(**realistic.installed()).items():
+                print(f"  {label}: left out, {why}", flush=True)
         steady: dict[str, float] = {}
         if not args.no_warm:
             with neighbour(args.neighbour):

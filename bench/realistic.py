@@ -18,15 +18,36 @@ contender keeps its weights and feeds them to the next step. Contenders, each in
   TensorFlow;
 * ``jax jit``: the graph translated to JAX (bench/graph_to_jax.py), step and update in one jit.
 
-Not contenders here: onnxruntime (no converter of these graphs to ONNX is at hand: tf2onnx is
-not a dependency, and gradreg's exporter writes no Conv2D or Rsqrt), PyTorch (without
-torchvision it has no MobileNetV2 or ResNet50 of its own, and a translation of the graph into
-eager ops would measure the translation).
+PyTorch and onnxruntime run the same architectures, not these graphs: torchvision's
+``mobilenet_v2()`` (width 1.0) and ``resnet50()``, with PyTorch's own random initialisation (seed 0)
+and layout (NCHW), a softmax after the logits as the Keras models end with, and the batch norms
+calibrated on one batch of 32 images and then frozen (eval mode: a fixed affine map, as in the
+frozen TF graphs). Their values are not TensorFlow's (other weights; Keras's ResNet50 also has
+biases on its convolutions, torchvision's has none), so they are a reference for speed, not for
+values; each is checked as far as it can be instead:
+
+* ``pytorch eager``: forward on x (batch 32, 3x224x224, float32), loss = sum(y * cotangent) for a
+  fixed random cotangent, backward, ``p -= 0.01 * p.grad`` under no_grad, the grads dropped;
+  torch at its default thread count. Checked: the loss is finite, every parameter has a finite
+  gradient, and the update changes every parameter;
+* ``pytorch compile``: the same with the model under ``torch.compile`` (inductor, which needs a
+  C++ compiler: without one it is left out, never run eagerly under that name); also checked
+  against eager's output and gradients on the same weights;
+* ``onnxruntime forward``: forward only, the model exported by ``torch.onnx.export`` (batch 32
+  fixed) to the graphs' directory on first use, run by an InferenceSession on the CPU provider
+  with default options; checked against PyTorch eager's forward.
+
+They need torch, torchvision, and for onnxruntime also onnx, onnxscript and onnxruntime
+(``pip install -e '.[bench]'``); contenders whose packages are missing are left out with the
+reason printed. Not a contender: onnxruntime on these TF graphs (no converter of them to ONNX is
+at hand: tf2onnx is not a dependency, and gradreg's exporter writes no Conv2D or Rsqrt).
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -35,6 +56,9 @@ import numpy as np
 BENCH = pathlib.Path(__file__).resolve().parent
 LR = 0.01
 NAMES = ("mobilenet_v2_224", "resnet50_224")
+# PyTorch's contenders: the same architectures from torchvision, at the TF graphs' sizes
+TORCHVISION = {"mobilenet_v2_224": "mobilenet_v2", "resnet50_224": "resnet50"}
+BATCH, SIZE, CLASSES = 32, 224, 1000
 
 
 def graphs_dir() -> pathlib.Path:
@@ -186,23 +210,251 @@ def jax_step(name: str, warm: bool = True):
     return step, {"jax": jax.__version__}
 
 
-def contenders(name: str, tf: bool, jax: bool) -> list[tuple[str, str, dict]]:
-    found = [("gradreg", "realistic:gradreg_step", {"name": name})]
-    if tf:
-        found += [("tensorflow", "realistic:tensorflow_step", {"name": name}),
-                  ("tensorflow xla", "realistic:tensorflow_step", {"name": name, "xla": True})]
-    if jax:
-        found.append(("jax jit", "realistic:jax_step", {"name": name}))
-    return found
+class Unavailable(RuntimeError):
+    """A contender that cannot run on this machine (reported as such, never replaced by another)."""
+
+
+_TORCHVISION_SCHEMAS: list = []     # the torch.library.Library that _torchvision() made, kept alive
+
+
+def _torchvision():
+    """torchvision, imported beside a CPU build of torch too. PyPI's torchvision wheels are built
+    against a CUDA torch: beside the CPU build their C extension (the detection ops: nms,
+    roi_align, ...) does not load, and torchvision 0.28's import then stops where it registers
+    nms's fake kernel unconditionally ("operator torchvision::nms does not exist"). The
+    classification models use none of those ops: the two schemas it registers that way are
+    declared (and nothing else), and the import is tried again."""
+    import torch
+    try:
+        import torchvision
+    except RuntimeError as exc:
+        if "torchvision::nms" not in str(exc) or _TORCHVISION_SCHEMAS:
+            raise
+        for module in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[module]
+        schemas = torch.library.Library("torchvision", "DEF")
+        for op in ("nms", "qnms"):
+            schemas.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        _TORCHVISION_SCHEMAS.append(schemas)
+        import torchvision
+    return torchvision
+
+
+def _torch_model(name: str, batch: int = BATCH):
+    """torchvision's model for graph set ``name`` (random weights, seed 0) with a softmax after it,
+    its batch norms calibrated on one batch and then frozen (eval mode); the input and cotangent."""
+    import torch
+    models = _torchvision().models
+    torch.manual_seed(0)
+    model = getattr(models, TORCHVISION[name])(weights=None)
+    rng = np.random.default_rng(0)
+    images = lambda: torch.from_numpy(rng.uniform(-1.0, 1.0, (batch, 3, SIZE, SIZE)).astype(np.float32))  # noqa: E731
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            module.reset_running_stats()
+            module.momentum = None          # the running statistics become the batch's
+    model.train()
+    with torch.no_grad():
+        model(images())
+    model = torch.nn.Sequential(model, torch.nn.Softmax(dim=1)).eval()
+    x = images()
+    cotangent = torch.from_numpy(rng.standard_normal((batch, CLASSES)).astype(np.float32))
+    return model, x, cotangent
+
+
+def _check_torch(label: str, loss, params, grads) -> None:
+    import torch
+    if not torch.isfinite(loss):
+        raise AssertionError(f"{label}: the loss is {loss.item()}")
+    bad = [i for i, g in enumerate(grads) if g is None or not bool(torch.isfinite(g).all())]
+    if bad:
+        raise AssertionError(f"{label}: {len(bad)} of {len(params)} parameters have no finite gradient "
+                             f"(the first: parameter {bad[0]})")
+
+
+def pytorch_step(name: str, compile: bool = False, warm: bool = True, batch: int = BATCH):
+    """One training step of torchvision's model (module docstring), eagerly or under torch.compile."""
+    import torch
+    label = "pytorch compile" if compile else "pytorch eager"
+    model, x, cotangent = _torch_model(name, batch)
+    params = list(model.parameters())
+    forward = model
+    if compile:
+        if shutil.which(_cxx()) is None:
+            raise Unavailable(f"{label}: torch.compile's inductor needs a C++ compiler ({_cxx()}), none found")
+        forward = torch.compile(model)
+
+    def gradients():
+        y = forward(x)
+        loss = (y * cotangent).sum()
+        loss.backward()
+        grads = [p.grad for p in params]
+        for p in params:
+            p.grad = None
+        return y.detach(), loss.detach(), grads
+    if compile:
+        gradients = _compiled_once(label, gradients)
+
+    def update(grads) -> None:
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p.sub_(g, alpha=LR)
+
+    def step():
+        y, _, grads = gradients()
+        update(grads)
+        return y
+    info = {"torch": torch.__version__, "threads": torch.get_num_threads(), "compile": compile}
+    print(f"{name}: {label}: torch {torch.__version__}, {torch.get_num_threads()} threads", file=sys.stderr)
+    if warm:
+        y, loss, grads = gradients()
+        if compile:
+            _compare_with_eager(label, model, x, cotangent, y, grads)
+        _check_torch(label, loss, params, grads)
+        before = [p.detach().clone() for p in params]
+        update(grads)
+        unchanged = [i for i, (b, p) in enumerate(zip(before, params)) if torch.equal(b, p)]
+        if unchanged:
+            raise AssertionError(f"{label}: the update left {len(unchanged)} of {len(params)} parameters "
+                                 f"unchanged (the first: parameter {unchanged[0]})")
+    return step, info
+
+
+def _compiled_once(label: str, compiled):
+    """``compiled`` whose first call (where inductor compiles the forward and backward passes)
+    reports a failure as Unavailable: nothing runs eagerly in its place."""
+    done = []
+
+    def call():
+        if done:
+            return compiled()
+        try:
+            found = compiled()
+        except Exception as exc:    # inductor's errors are of many classes
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise Unavailable(f"{label}: torch.compile could not compile the step: {type(exc).__name__}: "
+                              f"{first}") from exc
+        done.append(True)
+        return found
+    return call
+
+
+def _compare_with_eager(label: str, model, x, cotangent, y, grads) -> None:
+    """torch.compile's output and gradients against eager PyTorch's on the same weights."""
+    import torch
+    params = list(model.parameters())
+    expected_y = model(x)
+    (expected_y * cotangent).sum().backward()
+    expected = [p.grad for p in params]
+    for p in params:
+        p.grad = None
+    # y is a softmax over 1000 classes (values ~1e-3): atol 1e-7. The gradients sum over the batch and
+    # the pixels in float32, in another order: eager PyTorch's own batch-norm gradients in ResNet50 are
+    # up to 2.3% from float64's (relative norm of one parameter's gradient; torch.compile's 2.3% too, at
+    # batch 8), so 5% is the tolerance: a wrong gradient is off by far more
+    torch.testing.assert_close(y, expected_y.detach(), rtol=1e-4, atol=1e-7, msg=lambda m: f"{label}, y: {m}")
+    worst = max(float((g - e).norm() / e.norm().clamp_min(1e-30)) for g, e in zip(grads, expected))
+    if worst > 5e-2:
+        raise AssertionError(f"{label}: a gradient differs from eager PyTorch's by {worst:.2g} (relative norm)")
+
+
+def _cxx() -> str:
+    """The C++ compiler torch.compile's inductor calls (its default: $CXX, else g++)."""
+    return os.environ.get("CXX", "g++")
+
+
+def onnx_path(name: str, batch: int = BATCH) -> pathlib.Path:
+    """torchvision's model for ``name`` as ONNX (batch fixed), exported on first use into the
+    graphs' directory; the file names the torch and torchvision that made its weights."""
+    import torch
+    torchvision = _torchvision()
+    path = (graphs_dir() / name / f"torchvision_{TORCHVISION[name]}_b{batch}_torch{torch.__version__}"
+            f"_tv{torchvision.__version__}.onnx")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        model, x, _ = _torch_model(name, batch)
+        partial = path.with_suffix(".partial")
+        torch.onnx.export(model, (x,), str(partial), input_names=["x"], output_names=["y"], dynamo=True,
+                          external_data=False)
+        partial.replace(path)
+    return path
+
+
+def onnxruntime_step(name: str, warm: bool = True, batch: int = BATCH):
+    """One forward pass of the exported model in onnxruntime (module docstring)."""
+    import onnxruntime
+    path = onnx_path(name, batch)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    model, x, _ = _torch_model(name, batch)
+    feed = {session.get_inputs()[0].name: x.numpy()}
+
+    def step():
+        return session.run(None, feed)[0]
+    if warm:
+        import torch
+        with torch.no_grad():
+            expected = model(x)
+        torch.testing.assert_close(torch.from_numpy(step()), expected, rtol=1e-4, atol=1e-7,
+                                   msg=lambda m: f"onnxruntime forward against PyTorch eager ({path}): {m}")
+    del model
+    return step, {"onnxruntime": onnxruntime.__version__}
+
+
+def _have(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _candidates(name: str, tf: bool, jax: bool, torch: bool, onnxruntime: bool):
+    """Every contender, each with the reason it is left out (None: it runs)."""
+    no_torch = None if torch else "needs torch and torchvision (pip install -e '.[bench]')"
+    no_compiler = None if shutil.which(_cxx()) else f"torch.compile's inductor needs a C++ compiler ({_cxx()})"
+    return [
+        (("gradreg", "realistic:gradreg_step", {"name": name}), None),
+        (("tensorflow", "realistic:tensorflow_step", {"name": name}), None if tf else "needs tensorflow"),
+        (("tensorflow xla", "realistic:tensorflow_step", {"name": name, "xla": True}),
+         None if tf else "needs tensorflow"),
+        (("jax jit", "realistic:jax_step", {"name": name}), None if jax else "needs jax"),
+        (("pytorch eager", "realistic:pytorch_step", {"name": name}), no_torch),
+        (("pytorch compile", "realistic:pytorch_step", {"name": name, "compile": True}), no_torch or no_compiler),
+        (("onnxruntime forward", "realistic:onnxruntime_step", {"name": name}),
+         no_torch or (None if onnxruntime else "needs onnx, onnxscript and onnxruntime (pip install -e '.[bench]')")),
+    ]
+
+
+def contenders(name: str, tf: bool, jax: bool, torch: bool = False,
+               onnxruntime: bool = False) -> list[tuple[str, str, dict]]:
+    """The contenders that can run (``tf``, ``jax``, ...: whether those packages are installed)."""
+    return [spec for spec, why in _candidates(name, tf, jax, torch, onnxruntime) if why is None]
+
+
+def left_out(tf: bool, jax: bool, torch: bool = False, onnxruntime: bool = False) -> dict[str, str]:
+    """The contenders left out, each with the reason."""
+    return {spec[0]: why for spec, why in _candidates(NAMES[0], tf, jax, torch, onnxruntime) if why is not None}
+
+
+def installed() -> dict[str, bool]:
+    """Which references' packages are installed: contenders()'s and left_out()'s keyword arguments."""
+    return {"tf": _have("tensorflow"), "jax": _have("jax"), "torch": _have("torch") and _have("torchvision"),
+            "onnxruntime": all(_have(m) for m in ("onnx", "onnxscript", "onnxruntime"))}
 
 
 if __name__ == "__main__":
     import foreign_cnn
     foreign_cnn.settle = lambda step, calls=2: None     # a check, not a measurement: no settling
+    have = installed()
+    for label, why in left_out(**have).items():
+        print(f"{label}: left out, {why}", flush=True)
     for graph_set in sys.argv[1:] or NAMES:
         ensure(graph_set)
-        for label, factory, kwargs in contenders(graph_set, True, True):
+        for label, factory, kwargs in contenders(graph_set, **have):
             module, function = factory.split(":")
-            made, _ = globals()[function](**{k: v for k, v in kwargs.items()})
+            try:
+                made, _ = globals()[function](**kwargs)
+            except Unavailable as exc:
+                print(f"{graph_set}: {label} unavailable: {exc}", flush=True)
+                continue
             made()
-            print(f"{graph_set}: {label} checked against TensorFlow's values and ran a step", flush=True)
+            checked = ("checked against TensorFlow's values" if label in ("gradreg", "tensorflow", "tensorflow xla",
+                                                                          "jax jit")
+                       else "checked (PyTorch's own weights: see the module docstring)")
+            print(f"{graph_set}: {label} {checked} and ran a step", flush=True)
