@@ -164,24 +164,20 @@ def test_gradreg_spin_0_keeps_the_sleeping_executor(monkeypatch):
     assert workers.POOLS.executor is not None
 
 
-def test_a_deferred_spinning_pool_is_made_by_its_maker_not_by_a_caller(monkeypatch):
-    # numba's background builder makes the pool; a call meanwhile takes the sleeping executor
-    # instead of loading the compiled spin itself (a stall of up to a second in its call)
+def test_a_kernel_call_does_not_make_the_spinning_pool_itself(monkeypatch):
+    # Making it (a compiled spin loaded and calibrated) is left to a thread of its own; the call
+    # that found it missing takes the sleeping executor, and later calls the pool.
     if workers.spin_pool() is None:
         pytest.skip("the spinning pool is switched off here (GRADREG_SPIN=0)")
     monkeypatch.setattr(workers, "POOLS", workers._Pools())
-    workers.defer_spin_pool()
-    assert workers.spin_pool() is None
     assert workers.parallel(lambda i: i * 3, 2) == [0, 3]
-    assert workers.POOLS.spinning is None and workers.POOLS.executor is not None
-    maker = threading.Thread(target=workers.make_deferred_spin_pool)
-    maker.start()
-    maker.join()
-    made = workers.spin_pool()
-    assert made is not None and not workers.POOLS.deferred
+    maker = workers.POOLS.maker
+    assert maker is not None and maker is not threading.current_thread()
+    maker.join(60)
+    made = workers.POOLS.spinning
+    assert made is not None and workers.POOLS.executor is not None
     assert workers.parallel(lambda i: i * 3, 2) == [0, 3]
-    workers.defer_spin_pool()          # once made, nothing is deferred any more
-    assert workers.spin_pool() is made
+    assert workers.POOLS.maker is maker and workers.spin_pool() is made     # made once
 
 
 def test_a_compiled_loop_without_the_gil_runs_on_both_threads():

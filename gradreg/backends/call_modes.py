@@ -100,7 +100,7 @@ class SideTasks:
         return task
 
     def _hold(self) -> bool:
-        pool = workers.spin_pool()
+        pool = workers.POOLS.spin_pool_soon()
         if pool is None or threads.max_threads() - threads.HOLDS.side_workers < 2 \
                 or not pool.lock.acquire(blocking=False):
             self.held = False

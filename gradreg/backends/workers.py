@@ -174,18 +174,34 @@ class _Pools:
         self.lock = threading.Lock()
         self.spinning: SpinPool | None = None
         self.spin_failed = False      # numba could not compile the spin here: the executor serves
-        self.deferred = False         # the kernel builder makes the spinning pool: callers do not wait
+        self.maker: threading.Thread | None = None
         self.executor: ThreadPoolExecutor | None = None
 
-    def spin_pool(self, maker: bool = False) -> SpinPool | None:
-        if self.spinning is None and not self.spin_failed and (maker or not self.deferred) \
-                and "numba" in sys.modules and os.environ.get("GRADREG_SPIN", "1").strip() != "0":
+    def wanted(self) -> bool:
+        return self.spinning is None and not self.spin_failed and "numba" in sys.modules \
+            and os.environ.get("GRADREG_SPIN", "1").strip() != "0"
+
+    def spin_pool(self) -> SpinPool | None:
+        """The spinning pool, made now in this thread when it is missing."""
+        if self.wanted():
             with self.lock:
                 if self.spinning is None and not self.spin_failed:
                     try:
                         self.spinning = SpinPool(max(1, affinity_cores() - 1))
                     except Exception:
                         self.spin_failed = True
+        return self.spinning
+
+    def spin_pool_soon(self) -> SpinPool | None:
+        """The spinning pool if it is made; else None, and a thread of its own makes it (at this
+        thread's priority, which its workers inherit): making it loads and calibrates a
+        compiled spin, up to a second in the caller's call (longer behind numba's compiler
+        lock, which the background kernel builder holds while it compiles)."""
+        if self.spinning is None and self.maker is None and self.wanted():
+            with self.lock:
+                if self.maker is None:
+                    self.maker = threading.Thread(target=self.spin_pool, name="gradreg-spin-maker", daemon=True)
+                    self.maker.start()
         return self.spinning
 
     def sleeping(self) -> ThreadPoolExecutor:
@@ -214,27 +230,10 @@ if hasattr(os, "register_at_fork"):
 
 
 def spin_pool() -> SpinPool | None:
-    """The spinning pool, made on first use when numba is already imported (the kernels that
-    split work are numba's); None without numba, or with GRADREG_SPIN=0, or while
-    :func:`defer_spin_pool` leaves making it to another thread."""
+    """The spinning pool, made now on first use when numba is already imported (the kernels that
+    split work are numba's); None without numba, or with GRADREG_SPIN=0. The kernels' own calls
+    (:func:`parallel`, side tasks) never wait for it to be made: :meth:`_Pools.spin_pool_soon`."""
     return POOLS.spin_pool()
-
-
-def defer_spin_pool() -> None:
-    """Leave making the spinning pool to :func:`make_deferred_spin_pool`, called by another
-    thread (numba's background kernel builder): making it loads and calibrates a compiled spin,
-    which would stall the caller's call by up to a second (longer when it waits for numba's
-    compiler lock, held by the builder); meanwhile the sleeping executor serves."""
-    if POOLS.spinning is None:
-        POOLS.deferred = True
-
-
-def make_deferred_spin_pool() -> None:
-    """Make the spinning pool in this thread (see :func:`defer_spin_pool`)."""
-    try:
-        POOLS.spin_pool(maker=True)
-    finally:
-        POOLS.deferred = False
 
 
 def parallel(fn: Callable[[int], Any], parts: int, threads: int | None = None) -> list[Any]:
@@ -246,7 +245,7 @@ def parallel(fn: Callable[[int], Any], parts: int, threads: int | None = None) -
     threads = parts if threads is None else max(1, min(threads, parts))
     if threads <= 1:
         return [fn(i) for i in range(parts)]
-    spinning = POOLS.spin_pool()
+    spinning = POOLS.spin_pool_soon()
     if spinning is not None:
         done = spinning.run(fn, parts, threads - 1)
         if done is not None:

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gradreg.backends import workers
 from gradreg.registry.kernels import Tiered
 
 MODES = ("background", "eager")
@@ -49,33 +48,17 @@ class _Builder:
         self.thread: threading.Thread | None = None
         self.errors: list[str] = []
         self.built = 0
-        self.numba_imported = threading.Event()
 
     def submit(self, tiered: Tiered, install: Callable[[Callable[..., Any]], None]) -> None:
         with self.lock:
             self.pending += 1
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self.work, name="gradreg-numba-jit", daemon=True)
-                if workers.POOLS.spinning is None:
-                    # The spinning pool is made by a thread of its own at the caller's priority
-                    # (its workers inherit that thread's nice value: they run the caller's
-                    # kernels), once the builder, at a lower priority, has imported numba.
-                    workers.defer_spin_pool()
-                    threading.Thread(target=self.make_spin_pool, name="gradreg-spin-maker", daemon=True).start()
                 self.thread.start()
         self.jobs.put((tiered, install))
 
-    def make_spin_pool(self) -> None:
-        self.numba_imported.wait()
-        workers.make_deferred_spin_pool()
-
     def work(self) -> None:
         _lower_priority()
-        try:
-            with contextlib.suppress(ImportError):
-                import numba  # noqa: F401  (the spinning pool needs it)
-        finally:
-            self.numba_imported.set()
         while True:
             tiered, install = self.jobs.get()
             try:
