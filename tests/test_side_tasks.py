@@ -271,13 +271,20 @@ def _on_a_virtual_clock(monkeypatch, plan, cost, tick: float = 0.0) -> list[str]
     return ran
 
 
-def test_a_plan_keeps_to_one_thread_when_that_is_fastest(monkeypatch, side_on):
+def _plan_on_trial(monkeypatch, size):
+    """(gradreg.runtime.plan, graph, x's value, plan) for _weight_gradients_graph(size), its
+    compiled kernels taken as in and its trial of modes starting at its next call."""
     monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
     import gradreg.runtime.plan as plan_module
-    g, x, loss, grads, x_value = _weight_gradients_graph(6)
+    g, x, loss, grads, x_value = _weight_gradients_graph(size)
     plan = _session(g).plan_for([loss, *grads], [x])
     plan._installed = len(plan.upgrades)
     monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
+    return plan_module, g, x_value, plan
+
+
+def test_a_plan_keeps_to_one_thread_when_that_is_fastest(monkeypatch, side_on):
+    plan_module, g, x_value, plan = _plan_on_trial(monkeypatch, 6)
     limits = []
     # each clock reading advances a microsecond; a call in the other modes costs 30 ms more
     _on_a_virtual_clock(monkeypatch, plan, lambda mode: 0.03 if mode in ("side", "split") else 0.0, tick=1e-6)
@@ -326,12 +333,7 @@ def test_gradreg_side_tasks_off_runs_every_node_in_place(monkeypatch, side_on):
 def test_more_threads_must_be_clearly_faster_than_one(monkeypatch, side_on, slower, kept):
     # a virtual clock again: every call takes 30 ms, one-thread calls ``slower`` more; a mode
     # with more threads is kept only when one thread is MODE_MARGIN (10%) slower than it
-    monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
-    import gradreg.runtime.plan as plan_module
-    g, x, loss, grads, x_value = _weight_gradients_graph(5)
-    plan = _session(g).plan_for([loss, *grads], [x])
-    plan._installed = len(plan.upgrades)
-    monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
+    plan_module, g, x_value, plan = _plan_on_trial(monkeypatch, 5)
     _on_a_virtual_clock(monkeypatch, plan, lambda mode: 0.03 * (1 + slower) if mode == "single" else 0.03)
     want = _handwritten(g, x_value)
     for _ in range(3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK + 3):
@@ -344,12 +346,7 @@ def test_more_threads_must_be_clearly_faster_than_one(monkeypatch, side_on, slow
 def test_a_mode_far_slower_than_another_runs_no_more_calls_in_the_trial(monkeypatch, side_on):
     # virtual clock: one-thread calls take 10 ms, the others 200 ms (a neighbour holding the
     # core a split waits for); once both have a timed call, the slow modes' calls stop
-    monkeypatch.setenv("GRADREG_SIDE_TASKS", "auto")
-    import gradreg.runtime.plan as plan_module
-    g, x, loss, grads, x_value = _weight_gradients_graph(5)
-    plan = _session(g).plan_for([loss, *grads], [x])
-    plan._installed = len(plan.upgrades)
-    monkeypatch.setattr(plan_module, "MODE_SETTLE", 0)
+    plan_module, g, x_value, plan = _plan_on_trial(monkeypatch, 5)
     ran = _on_a_virtual_clock(monkeypatch, plan, lambda mode: 0.01 if mode == "single" else 0.2)
     want = _handwritten(g, x_value)
     calls = 0
