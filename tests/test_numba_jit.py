@@ -35,11 +35,13 @@ SCRIPT = textwrap.dedent("""
     value = np.linspace(-3, 3, 50, dtype=np.float32).reshape(5, 10)
     first = plan([value])[0]
     after_first = "numba" in sys.modules
+    waiting_after_first = sum(plan._fn.__globals__[name] is tiered.initial for name, tiered in plan.upgrades)
     second = plan([value])[0]
     done = jit.wait_for_kernels(120)
     third = plan([value])[0]
     kinds = sorted(type(plan._fn.__globals__[name]).__name__ for name, _ in plan.upgrades)
-    print(json.dumps({"numba_after_first": after_first, "done": done, "built": jit.kernels_built(),
+    print(json.dumps({"numba_after_first": after_first, "waiting_after_first": waiting_after_first,
+                      "done": done, "built": jit.kernels_built(),
                       "upgrades": len(plan.upgrades), "errors": jit.build_errors(), "kinds": kinds,
                       "same": [float(np.max(np.abs(a - first))) for a in (second, third)]}))
 """)
@@ -61,6 +63,34 @@ def test_first_run_imports_no_numba_and_reuse_builds_in_the_background(tmp_path)
     assert report["upgrades"] == 2 and report["built"] == 2     # the fused chain and the Softmax loop
     assert "function" in report["kinds"]                          # swapped for the built kernels
     assert report["same"] == [0.0, 0.0] or max(report["same"]) < 1e-6
+
+
+def test_a_plan_built_before_loads_its_kernels_at_its_first_call(tmp_path):
+    first = run_script(tmp_path)                 # builds in the background, leaves the plan's note
+    assert first["built"] == 2 and first["waiting_after_first"] == 2
+    notes = list((tmp_path / "plans").iterdir())
+    assert len(notes) == 1
+    again = run_script(tmp_path)                 # a new process: the note is found at the first call
+    assert again["numba_after_first"] is True
+    assert again["waiting_after_first"] == 0     # every kernel swapped in before the second call
+    assert again["built"] == 0                   # nothing left for the background thread
+    assert max(again["same"]) < 1e-6
+    notes[0].unlink()                            # without the note: the first call runs NumPy's kernels
+    third = run_script(tmp_path)
+    assert third["numba_after_first"] is False and third["waiting_after_first"] == 2
+
+
+def test_a_plan_whose_build_failed_leaves_no_note(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADREG_CACHE_DIR", str(tmp_path))
+
+    def broken():
+        raise RuntimeError("no compiler today")
+    plan = _plan_with(Tiered(np.exp, broken, "Exp broken"), jit.tier_up, monkeypatch)
+    value = np.array([0.0, 1.0], np.float32)
+    for _ in range(2):
+        plan([value])
+    assert jit.wait_for_kernels(30)
+    assert not (tmp_path / "plans").exists()
 
 
 def test_eager_mode_builds_before_the_first_run(tmp_path):

@@ -408,16 +408,22 @@ def _plan_constant(value: Any) -> Any:
     return value
 
 
+# A backend's policy for building a plan's Tiered kernels (Plan): called with the plan and its
+# calls so far at each call until it returns True.
+TierUp = Callable[["Plan", int], bool]
+
+
 class Plan:
     """A compiled function from feed values to fetch values. Build with :func:`compile_plan`.
 
     ``upgrades`` are (global name, Tiered kernel) pairs: kernels that run their initial
-    version until :meth:`install` swaps in the built one. ``tier_up(plan)``, if given, is
-    called when the plan runs a second time (it is being reused) to start building them;
-    without it they are built when the plan is compiled."""
+    version until :meth:`install` swaps in the built one. ``tier_up(plan, calls)``, if given,
+    is the backend's policy for building them: called at the plan's first call, and at each
+    call after until it returns True (it has built them, or started to; ``calls`` counts the
+    calls so far, this one included); without it they are built when the plan is compiled."""
 
     def __init__(self, compiled: CompiledFunction, num_ops: int,
-                 upgrades: Sequence[tuple[str, Tiered]] = (), tier_up: Callable[[Plan], None] | None = None,
+                 upgrades: Sequence[tuple[str, Tiered]] = (), tier_up: TierUp | None = None,
                  modes: CallModes | None = None, takes_side: bool = False):
         self._compiled = compiled
         self._takes_side = takes_side      # the compiled function's second argument: the side runner
@@ -556,11 +562,12 @@ class Plan:
             raise mapped from exc
 
     def _count_call(self) -> None:
-        """Count a call of a plan with kernels to build: the second starts building them."""
+        """Count a call of a plan with kernels to build, and ask the backend's policy whether
+        to build them now."""
         self.calls += 1
-        if self.calls == 2 and self._tier_up is not None:
-            tier_up, self._tier_up = self._tier_up, None
-            tier_up(self)
+        tier_up = self._tier_up
+        if tier_up is not None and tier_up(self, self.calls):
+            self._tier_up = None
 
     def _run(self, feed_values: Sequence[Any], runner: SideRunner) -> tuple[Any, ...]:
         if _CALLING.inside:
@@ -653,7 +660,7 @@ class PlanCompiler:
     (kernel tables ("numpy",), no fusion) and numba (("numba", "numpy") and its fuser)."""
 
     def __init__(self, context: KernelContext, kernel_tables: Sequence[str] = ("numpy",), fuse: Fuser | None = None,
-                 check_outputs: bool = False, tier_up: Callable[[Plan], None] | None = None,
+                 check_outputs: bool = False, tier_up: TierUp | None = None,
                  modes: CallModes | None = None):
         self.context = context
         self.modes = modes
@@ -669,11 +676,11 @@ class PlanCompiler:
 
 def compile_plan(fetches: Sequence[Tensor | Operation], feeds: Sequence[Tensor], ctx: KernelContext,
                  kernel_tables: Sequence[str] = ("numpy",), fuse: Fuser | None = None,
-                 check_outputs: bool = False, tier_up: Callable[[Plan], None] | None = None,
+                 check_outputs: bool = False, tier_up: TierUp | None = None,
                  modes: CallModes | None = None) -> Plan:
     """Compile a plan computing ``fetches`` (tensor values; None for operations) from ``feeds``,
     with kernels from ``kernel_tables`` (tried in order) and ``fuse`` grouping elementwise ops;
-    ``tier_up`` starts building the plan's Tiered kernels when it is reused (see Plan);
+    ``tier_up`` decides when the plan's Tiered kernels are built (see Plan);
     ``modes`` says how its calls may use the cores (side tasks: see side_candidates)."""
     fed = set(feeds)
     fetch_ops = []
@@ -795,7 +802,7 @@ def _tensors_checker(op: Any, tensors: Sequence[Tensor]) -> Callable[[Sequence[A
 
 
 def finish_plan(emitter: Emitter, body: Block, fetches: Sequence[Tensor | Operation], num_ops: int,
-                tier_up: Callable[[Plan], None] | None = None, modes: CallModes | None = None) -> Plan:
+                tier_up: TierUp | None = None, modes: CallModes | None = None) -> Plan:
     """Add the return statement, release each variable after its last use, compile."""
     for var, op in emitter.side_values:   # each side task's value (its error raised here, naming the node)
         body.add(f"{var} = _side.take({var})", defs=[var], uses=[var], op=op)

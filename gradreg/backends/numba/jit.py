@@ -7,7 +7,12 @@ gradreg.backends.numba.cache) the fast one. ``GRADREG_JIT`` says when builds run
 * ``background`` (the default): when a plan runs a second time -- it is being reused, so
   compiling may pay -- its kernels are queued to one background thread, which builds them
   one by one while the plan keeps running with the NumPy kernels, and swaps each in as it
-  is ready. A command that runs a plan once never imports numba.
+  is ready. When the thread has built all of a plan's kernels, it leaves a note of the plan
+  in the disk cache (:func:`plan_key`); a plan that finds its note at its first call loads
+  its kernels from the cache in that call (about a second, mostly importing numba) and runs
+  them from its second call on: a loaded kernel swapped in meanwhile would have the caller
+  wait for the GIL behind the loading thread, call after call. A command that runs a new
+  plan once never imports numba.
 * ``eager``: each plan builds its kernels when it is compiled, before its first run (the
   behaviour before tiering; tests that check numba's kernels use it).
 
@@ -19,8 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import importlib.metadata
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -41,7 +49,8 @@ class _Builder:
     """One daemon thread building queued Tiered kernels, in the order they were queued."""
 
     def __init__(self) -> None:
-        self.jobs: queue.Queue[tuple[Tiered, Callable[[Callable[..., Any]], None]]] = queue.Queue()
+        self.jobs: queue.Queue[tuple[Tiered, Callable[[Callable[..., Any]], None], Callable[[bool], None] | None]] \
+            = queue.Queue()
         self.lock = threading.Lock()
         self.pending = 0
         self.idle = threading.Condition(self.lock)
@@ -49,18 +58,19 @@ class _Builder:
         self.errors: list[str] = []
         self.built = 0
 
-    def submit(self, tiered: Tiered, install: Callable[[Callable[..., Any]], None]) -> None:
+    def submit(self, tiered: Tiered, install: Callable[[Callable[..., Any]], None],
+               finished: Callable[[bool], None] | None = None) -> None:
         with self.lock:
             self.pending += 1
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self.work, name="gradreg-numba-jit", daemon=True)
                 self.thread.start()
-        self.jobs.put((tiered, install))
+        self.jobs.put((tiered, install, finished))
 
     def work(self) -> None:
         _lower_priority()
         while True:
-            tiered, install = self.jobs.get()
+            tiered, install, finished = self.jobs.get()
             try:
                 built = tiered.build()
             except Exception as exc:  # the NumPy kernel keeps serving; say why once per kernel
@@ -69,6 +79,9 @@ class _Builder:
             if built is not None:
                 install(built)
                 self.built += 1
+            if finished is not None:
+                with contextlib.suppress(Exception):
+                    finished(built is not None)
             with self.lock:
                 self.pending -= 1
                 if not self.pending:
@@ -94,12 +107,82 @@ def _lower_priority() -> None:
 _builder = _Builder()
 
 
-def tier_up(plan: Any) -> None:
-    """The numba backend's policy for a reused plan (gradreg.runtime.plan.Plan): queue its
-    Tiered kernels to the background thread, each swapped in when built."""
+def tier_up(plan: Any, calls: int) -> bool:
+    """The numba backend's policy for a plan (gradreg.runtime.plan.Plan) with Tiered kernels:
+    at its first call, load them now if the disk cache has them all (the plan's note is
+    there); else at its second call (it is being reused), queue them to the background
+    thread, each swapped in when built. True once it has done either."""
+    if calls == 1:
+        note = _note_path(plan)
+        if note is None or not note.exists():
+            return False
+        plan.build_upgrades()
+        return True
+    _queue(plan)
+    return True
+
+
+def _queue(plan: Any) -> None:
+    remaining = [len(plan.upgrades)]
+    failed: list[bool] = []
+    lock = threading.Lock()
+
+    def finished(ok: bool) -> None:
+        with lock:
+            remaining[0] -= 1
+            failed.extend([] if ok else [True])
+            last = remaining[0] == 0
+        if last and not failed:
+            _leave_note(plan)
     # The heaviest kernels first: they gain the most while the others wait.
     for name, tiered in sorted(plan.upgrades, key=lambda upgrade: -upgrade[1].weight):
-        _builder.submit(tiered, functools.partial(plan.install, name))
+        _builder.submit(tiered, functools.partial(plan.install, name), finished)
+
+
+def plan_key(plan: Any) -> str:
+    """What identifies a plan's compiled kernels in the disk cache: its code, its kernels'
+    names and sizes, the versions of numba and Python and the CPU (numba's cache is per CPU)."""
+    digest = hashlib.sha256()
+    for part in (sys.version, _numba_version(), _cpu(), plan.source,
+                 *(f"{name}={tiered.name}:{tiered.weight}" for name, tiered in plan.upgrades)):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=1)
+def _numba_version() -> str:
+    try:
+        return importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line
+    import platform
+    return platform.processor() or platform.machine()
+
+
+def _note_path(plan: Any) -> Any:
+    from gradreg.backends.numba.cache import cache_dir
+    try:
+        return cache_dir() / "plans" / plan_key(plan)
+    except Exception:   # a plan this policy cannot name: built the usual way
+        return None
+
+
+def _leave_note(plan: Any) -> None:
+    """Note in the disk cache that ``plan``'s kernels are all there (an empty file)."""
+    note = _note_path(plan)
+    if note is not None:
+        with contextlib.suppress(OSError):
+            note.parent.mkdir(parents=True, exist_ok=True)
+            note.touch()
 
 
 def submit(tiered: Tiered, install: Callable[[Callable[..., Any]], None]) -> None:
