@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradreg.backends.threads import affinity_cores
+from gradreg.runtime import sharing
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -200,9 +201,13 @@ class _Pools:
         if self.spinning is None and self.maker is None and self.wanted():
             with self.lock:
                 if self.maker is None:
-                    self.maker = threading.Thread(target=self.spin_pool, name="gradreg-spin-maker", daemon=True)
+                    self.maker = threading.Thread(target=self._make_spin_pool, name="gradreg-spin-maker", daemon=True)
                     self.maker.start()
         return self.spinning
+
+    def _make_spin_pool(self) -> None:
+        with sharing.background_work():
+            self.spin_pool()
 
     def sleeping(self) -> ThreadPoolExecutor:
         if self.executor is None:

@@ -46,6 +46,7 @@ from gradreg.model.traversal import needed_ops, ordering_only, topological_order
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import IDENTITY, NOOP, Absorbing, Constant, KernelContext, Tiered
 from gradreg.registry.support import similar_op_types
+from gradreg.runtime import sharing
 from gradreg.runtime.codegen import Block, CompiledFunction, insert_releases
 from gradreg.runtime.control_flow import DEAD, emit_control_flow
 from gradreg.runtime.executor import Fuser, InPlace
@@ -409,7 +410,7 @@ def _plan_constant(value: Any) -> Any:
 
 
 # A backend's policy for building a plan's Tiered kernels (Plan): called with the plan and its
-# calls so far at each call until it returns True.
+# calls so far as each call returns, until it returns True.
 TierUp = Callable[["Plan", int], bool]
 
 
@@ -418,9 +419,10 @@ class Plan:
 
     ``upgrades`` are (global name, Tiered kernel) pairs: kernels that run their initial
     version until :meth:`install` swaps in the built one. ``tier_up(plan, calls)``, if given,
-    is the backend's policy for building them: called at the plan's first call, and at each
-    call after until it returns True (it has built them, or started to; ``calls`` counts the
-    calls so far, this one included); without it they are built when the plan is compiled."""
+    is the backend's policy for building them: called as the plan's first call returns, and
+    as each call after returns until it returns True (it has built them, or started to;
+    ``calls`` counts the calls so far, this one included); without it they are built when the
+    plan is compiled."""
 
     def __init__(self, compiled: CompiledFunction, num_ops: int,
                  upgrades: Sequence[tuple[str, Tiered]] = (), tier_up: TierUp | None = None,
@@ -527,13 +529,13 @@ class Plan:
                 self.install(name, built)
 
     def __call__(self, feed_values: Sequence[Any]) -> tuple[Any, ...]:
-        if self._tier_up is not None:
-            self._count_call()
         runner, trial = self._runner()
         try:
             values = self._run(feed_values, runner)
             if trial is not None:
                 self._tried(*trial)
+            if self._tier_up is not None:
+                self._count_call()
             return values
         except BaseException as exc:
             runner.cancel()      # side tasks still waiting are dropped; the running one is waited for
@@ -549,12 +551,14 @@ class Plan:
         trial of the modes): for a plan called many times inside one kernel -- a loop's
         condition and body, each iteration -- where a call's set-up would cost more than a
         small body."""
-        if self._tier_up is not None:
-            self._count_call()
         try:
             if _CALLING.inside:    # as _run, one call less per iteration
-                return self._fn(feed_values, IN_PLACE) if self._takes_side else self._fn(feed_values)  # type: ignore[no-any-return]
-            return self._run(feed_values, IN_PLACE)
+                values = self._fn(feed_values, IN_PLACE) if self._takes_side else self._fn(feed_values)
+            else:
+                values = self._run(feed_values, IN_PLACE)
+            if self._tier_up is not None:
+                self._count_call()
+            return values  # type: ignore[no-any-return]
         except BaseException as exc:
             mapped = self._mapped(exc)
             if mapped is None:
@@ -562,8 +566,8 @@ class Plan:
             raise mapped from exc
 
     def _count_call(self) -> None:
-        """Count a call of a plan with kernels to build, and ask the backend's policy whether
-        to build them now."""
+        """Count a call of a plan with kernels to build, as it returns, and ask the backend's
+        policy whether to build them now (their inputs as the call gave them are known)."""
         self.calls += 1
         tier_up = self._tier_up
         if tier_up is not None and tier_up(self, self.calls):
@@ -575,12 +579,15 @@ class Plan:
             # each iteration): that call's errstate holds, and setting it again would cost more
             # than a small body.
             return self._fn(feed_values, runner) if self._takes_side else self._fn(feed_values)  # type: ignore[no-any-return]
+        shared = sharing.background and sharing.call_started()
         with np.errstate(all="ignore"):
             _CALLING.inside = True
             try:
                 return self._fn(feed_values, runner) if self._takes_side else self._fn(feed_values)  # type: ignore[no-any-return]
             finally:
                 _CALLING.inside = False
+                if shared:
+                    sharing.call_finished()
 
     def _mapped(self, exc: BaseException) -> ExecutionError | None:
         """The ExecutionError naming the node whose line raised ``exc``; None when ``exc`` is to

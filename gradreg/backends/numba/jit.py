@@ -8,11 +8,12 @@ gradreg.backends.numba.cache) the fast one. ``GRADREG_JIT`` says when builds run
   compiling may pay -- its kernels are queued to one background thread, which builds them
   one by one while the plan keeps running with the NumPy kernels, and swaps each in as it
   is ready. When the thread has built all of a plan's kernels, it leaves a note of the plan
-  in the disk cache (:func:`plan_key`); a plan that finds its note at its first call loads
-  its kernels from the cache in that call (about a second, mostly importing numba) and runs
-  them from its second call on: a loaded kernel swapped in meanwhile would have the caller
-  wait for the GIL behind the loading thread, call after call. A command that runs a new
-  plan once never imports numba.
+  in the disk cache (:func:`plan_key`); a plan that finds its note as its first call
+  returns loads its kernels from the cache then (about a second, mostly importing numba),
+  and runs them from its second call on: kernels loaded by the thread would have the caller
+  wait for the GIL behind it, call after call. They are loaded after the first call, not
+  before: a fused loop is compiled for its inputs as they came (read-only or not), which the
+  first call shows. A command that runs a new plan once never imports numba.
 * ``eager``: each plan builds its kernels when it is compiled, before its first run (the
   behaviour before tiering; tests that check numba's kernels use it).
 
@@ -34,7 +35,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gradreg.backends.numba.cache import cache_dir
 from gradreg.registry.kernels import Tiered
+from gradreg.runtime import sharing
 
 MODES = ("background", "eager")
 
@@ -72,7 +75,8 @@ class _Builder:
         while True:
             tiered, install, finished = self.jobs.get()
             try:
-                built = tiered.build()
+                with sharing.background_work():
+                    built = tiered.build()
             except Exception as exc:  # the NumPy kernel keeps serving; say why once per kernel
                 self.errors.append(f"{tiered.name or tiered.initial!r}: {type(exc).__name__}: {exc}")
                 built = None
@@ -108,10 +112,10 @@ _builder = _Builder()
 
 
 def tier_up(plan: Any, calls: int) -> bool:
-    """The numba backend's policy for a plan (gradreg.runtime.plan.Plan) with Tiered kernels:
-    at its first call, load them now if the disk cache has them all (the plan's note is
-    there); else at its second call (it is being reused), queue them to the background
-    thread, each swapped in when built. True once it has done either."""
+    """The numba backend's policy for a plan (gradreg.runtime.plan.Plan) with Tiered kernels,
+    asked as each call returns: after its first, load them now if the disk cache has them all
+    (the plan's note is there); else after its second (it is being reused), queue them to the
+    background thread, each swapped in when built. True once it has done either."""
     if calls == 1:
         note = _note_path(plan)
         if note is None or not note.exists():
@@ -169,7 +173,6 @@ def _cpu() -> str:
 
 
 def _note_path(plan: Any) -> Any:
-    from gradreg.backends.numba.cache import cache_dir
     try:
         return cache_dir() / "plans" / plan_key(plan)
     except Exception:   # a plan this policy cannot name: built the usual way
