@@ -36,11 +36,14 @@ SCRIPT = textwrap.dedent("""
     first = plan([value])[0]
     after_first = "numba" in sys.modules
     waiting_after_first = sum(plan._fn.__globals__[name] is tiered.initial for name, tiered in plan.upgrades)
+    from gradreg.backends import workers
+    spinning_after_first = workers.POOLS.spinning is not None
     second = plan([value])[0]
     done = jit.wait_for_kernels(120)
     third = plan([value])[0]
     kinds = sorted(type(plan._fn.__globals__[name]).__name__ for name, _ in plan.upgrades)
     print(json.dumps({"numba_after_first": after_first, "waiting_after_first": waiting_after_first,
+                      "spinning_after_first": spinning_after_first,
                       "done": done, "built": jit.kernels_built(),
                       "upgrades": len(plan.upgrades), "errors": jit.build_errors(), "kinds": kinds,
                       "same": [float(np.max(np.abs(a - first))) for a in (second, third)]}))
@@ -73,6 +76,8 @@ def test_a_plan_built_before_loads_its_kernels_at_its_first_call(tmp_path):
     again = run_script(tmp_path)                 # a new process: the note is found at the first call
     assert again["numba_after_first"] is True
     assert again["waiting_after_first"] == 0     # every kernel swapped in before the second call
+    # and the spinning pool made (GRADREG_SPIN=0 keeps it off)
+    assert again["spinning_after_first"] is (os.environ.get("GRADREG_SPIN", "1").strip() != "0")
     assert again["built"] == 0                   # nothing left for the background thread
     assert max(again["same"]) < 1e-6
     notes[0].unlink()                            # without the note: the first call runs NumPy's kernels

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradreg.backends.threads import affinity_cores
-from gradreg.runtime import sharing
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -54,6 +53,9 @@ class SpinPool:
         self.wait_change, self.publish = spin.wait_change, spin.publish
         self.spins = max(1000, int(spin.reads_per_second() * SPIN_SECONDS))
         self.state = np.zeros(workers * self.SLOT, np.int64)
+        # compiled (or loaded) here, not at the first post: there, in the caller's call, behind
+        # numba's compiler lock, which the background builder holds for seconds as it compiles
+        self.publish(self.state, 0, 0)
         self.tasks: list[Any] = [None] * workers
         self.results: list[Any] = [None] * workers
         self.wakeups = [threading.Condition() for _ in range(workers)]
@@ -201,13 +203,9 @@ class _Pools:
         if self.spinning is None and self.maker is None and self.wanted():
             with self.lock:
                 if self.maker is None:
-                    self.maker = threading.Thread(target=self._make_spin_pool, name="gradreg-spin-maker", daemon=True)
+                    self.maker = threading.Thread(target=self.spin_pool, name="gradreg-spin-maker", daemon=True)
                     self.maker.start()
         return self.spinning
-
-    def _make_spin_pool(self) -> None:
-        with sharing.background_work():
-            self.spin_pool()
 
     def sleeping(self) -> ThreadPoolExecutor:
         if self.executor is None:

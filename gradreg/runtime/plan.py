@@ -46,7 +46,6 @@ from gradreg.model.traversal import needed_ops, ordering_only, topological_order
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import IDENTITY, NOOP, Absorbing, Constant, KernelContext, Tiered
 from gradreg.registry.support import similar_op_types
-from gradreg.runtime import sharing
 from gradreg.runtime.codegen import Block, CompiledFunction, insert_releases
 from gradreg.runtime.control_flow import DEAD, emit_control_flow
 from gradreg.runtime.executor import Fuser, InPlace
@@ -579,15 +578,12 @@ class Plan:
             # each iteration): that call's errstate holds, and setting it again would cost more
             # than a small body.
             return self._fn(feed_values, runner) if self._takes_side else self._fn(feed_values)  # type: ignore[no-any-return]
-        shared = sharing.background and sharing.call_started()
         with np.errstate(all="ignore"):
             _CALLING.inside = True
             try:
                 return self._fn(feed_values, runner) if self._takes_side else self._fn(feed_values)  # type: ignore[no-any-return]
             finally:
                 _CALLING.inside = False
-                if shared:
-                    sharing.call_finished()
 
     def _mapped(self, exc: BaseException) -> ExecutionError | None:
         """The ExecutionError naming the node whose line raised ``exc``; None when ``exc`` is to

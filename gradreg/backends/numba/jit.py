@@ -9,11 +9,12 @@ gradreg.backends.numba.cache) the fast one. ``GRADREG_JIT`` says when builds run
   one by one while the plan keeps running with the NumPy kernels, and swaps each in as it
   is ready. When the thread has built all of a plan's kernels, it leaves a note of the plan
   in the disk cache (:func:`plan_key`); a plan that finds its note as its first call
-  returns loads its kernels from the cache then (about a second, mostly importing numba),
-  and runs them from its second call on: kernels loaded by the thread would have the caller
-  wait for the GIL behind it, call after call. They are loaded after the first call, not
-  before: a fused loop is compiled for its inputs as they came (read-only or not), which the
-  first call shows. A command that runs a new plan once never imports numba.
+  returns loads its kernels from the cache then (about a second, mostly importing numba; the
+  spinning pool of kernel threads is made then too), and runs them from its second call on:
+  kernels loaded by the thread would have the caller wait for the GIL behind it, call after
+  call. They are loaded after the first call, not before: a fused loop is compiled for its
+  inputs as they came (read-only or not), which the first call shows. A command that runs a
+  new plan once never imports numba.
 * ``eager``: each plan builds its kernels when it is compiled, before its first run (the
   behaviour before tiering; tests that check numba's kernels use it).
 
@@ -35,9 +36,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gradreg.backends import workers
 from gradreg.backends.numba.cache import cache_dir
 from gradreg.registry.kernels import Tiered
-from gradreg.runtime import sharing
 
 MODES = ("background", "eager")
 
@@ -75,8 +76,7 @@ class _Builder:
         while True:
             tiered, install, finished = self.jobs.get()
             try:
-                with sharing.background_work():
-                    built = tiered.build()
+                built = tiered.build()
             except Exception as exc:  # the NumPy kernel keeps serving; say why once per kernel
                 self.errors.append(f"{tiered.name or tiered.initial!r}: {type(exc).__name__}: {exc}")
                 built = None
@@ -121,6 +121,9 @@ def tier_up(plan: Any, calls: int) -> bool:
         if note is None or not note.exists():
             return False
         plan.build_upgrades()
+        # and the spinning pool of kernel threads (a compiled spin loaded and calibrated): made
+        # later, by a thread of its own, it would hold the GIL in the calls after this one
+        workers.spin_pool()
         return True
     _queue(plan)
     return True
