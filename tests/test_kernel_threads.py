@@ -3,6 +3,9 @@ of any part raised in the caller once every part has finished, concurrent caller
 workers woken after they went to sleep; GRADREG_SPIN=0 keeps the sleeping executor."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -194,9 +197,8 @@ def test_a_compiled_loop_without_the_gil_runs_on_both_threads():
     np.testing.assert_array_equal(out, np.sqrt(np.arange(len(out))))
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork here")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 def test_a_forked_child_starts_its_own_workers():
-    import os
     spin_pool()
     assert workers.parallel(lambda i: i, 2) == [0, 1]
     read, write = os.pipe()
@@ -235,15 +237,13 @@ def test_a_new_spinning_pool_posts_without_compiling(tmp_path):
     """Everything a post runs in compiled code is compiled (or loaded) when the pool is made: a
     post compiling in the caller's call waited behind numba's compiler lock for as long as the
     background builder held it (seconds, from an empty kernel cache)."""
-    import subprocess
-    import sys
     script = ("from gradreg.backends import spin, workers\n"
               "pool = workers.SpinPool(1)\n"
               "made = len(spin.publish.signatures) + len(spin.wait_change.signatures)\n"
               "number = pool.post(lambda i: i, 0, 5)\n"
               "pool.wait_posted(number)\n"
               "print(made, len(spin.publish.signatures) + len(spin.wait_change.signatures), pool.results[0])\n")
-    env = {**__import__("os").environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env,
                             timeout=300)
     made, after, outcome = result.stdout.split(maxsplit=2)

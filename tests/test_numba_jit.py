@@ -91,7 +91,7 @@ def test_a_plan_whose_build_failed_leaves_no_note(tmp_path, monkeypatch):
     def broken():
         raise RuntimeError("no compiler today")
     plan = _plan_with(Tiered(np.exp, broken, "Exp broken"), jit.tier_up, monkeypatch)
-    value = np.array([0.0, 1.0], np.float32)
+    value = np.array([0.0, 1.0, 2.0], np.float32)
     for _ in range(2):
         plan([value])
     assert jit.wait_for_kernels(30)

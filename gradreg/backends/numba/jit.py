@@ -130,16 +130,17 @@ def tier_up(plan: Any, calls: int) -> bool:
 
 
 def _queue(plan: Any) -> None:
-    remaining = [len(plan.upgrades)]
-    failed: list[bool] = []
+    """Queue ``plan``'s kernels to the background thread; when the last is built, and none
+    failed, leave the plan's note."""
+    progress = {"left": len(plan.upgrades), "failed": False}
     lock = threading.Lock()
 
     def finished(ok: bool) -> None:
         with lock:
-            remaining[0] -= 1
-            failed.extend([] if ok else [True])
-            last = remaining[0] == 0
-        if last and not failed:
+            progress["left"] -= 1
+            progress["failed"] = progress["failed"] or not ok
+            complete = progress["left"] == 0 and not progress["failed"]
+        if complete:
             _leave_note(plan)
     # The heaviest kernels first: they gain the most while the others wait.
     for name, tiered in sorted(plan.upgrades, key=lambda upgrade: -upgrade[1].weight):
