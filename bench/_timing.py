@@ -87,11 +87,13 @@ def settle(step: Callable[[], object], calls: int = 2) -> None:
         step()
     try:
         from gradreg.backends.numba.jit import wait_for_kernels
-        from gradreg.runtime.plan import MODE_BLOCK, MODE_ROUNDS, MODE_SETTLE
-    except ImportError:
+        from gradreg.runtime import plan
+        more = getattr(plan, "MODE_MORE", 0)     # a close decision's extra rounds (not in older versions)
+        calls = plan.MODE_SETTLE + (1 + more) * 3 * plan.MODE_ROUNDS * plan.MODE_BLOCK + 1
+    except (ImportError, AttributeError):
         return
     wait_for_kernels()
-    for _ in range(MODE_SETTLE + 3 * MODE_ROUNDS * MODE_BLOCK + 1):
+    for _ in range(calls):
         step()
 
 

@@ -59,9 +59,10 @@ def contender(workload: str):
         done = jit.wait_for_kernels(600)
         waited = time.perf_counter() - start
         try:      # the plan's trial of how its calls use the cores (bench/_timing.py's settle)
-            from gradreg.runtime.plan import MODE_BLOCK, MODE_ROUNDS, MODE_SETTLE
-            settling = MODE_SETTLE + 3 * MODE_ROUNDS * MODE_BLOCK + 1
-        except ImportError:
+            from gradreg.runtime import plan
+            more = getattr(plan, "MODE_MORE", 0)   # a close decision's extra rounds (newer versions)
+            settling = plan.MODE_SETTLE + (1 + more) * 3 * plan.MODE_ROUNDS * plan.MODE_BLOCK + 1
+        except (ImportError, AttributeError):
             settling = 0
         for _ in range(settling):
             step()

@@ -329,18 +329,46 @@ def test_gradreg_side_tasks_off_runs_every_node_in_place(monkeypatch, side_on):
     assert side_on["deferred"] == 0 and side_on["inline"] == 0
 
 
+def _calls_to_decide(plan, plan_module, g, x_value) -> int:
+    """Call ``plan`` until its trial has decided; the calls it took."""
+    want = _handwritten(g, x_value)
+    calls = 0
+    while plan.trials == 0:
+        calls += 1
+        assert calls <= 3 * (1 + plan_module.MODE_MORE) * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK + 3
+        for value, expected in zip(plan([x_value]), want):
+            np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
+    return calls
+
+
 @pytest.mark.parametrize("slower, kept", [(0.05, "single"), (0.3, "faster")])
 def test_more_threads_must_be_clearly_faster_than_one(monkeypatch, side_on, slower, kept):
     # a virtual clock again: every call takes 30 ms, one-thread calls ``slower`` more; a mode
-    # with more threads is kept only when one thread is MODE_MARGIN (10%) slower than it
+    # with more threads is kept only when one thread is MODE_MARGIN (10%) slower than it, and a
+    # decision within the margin is taken only after the trial ran its schedule again
     plan_module, g, x_value, plan = _plan_on_trial(monkeypatch, 5)
     _on_a_virtual_clock(monkeypatch, plan, lambda mode: 0.03 * (1 + slower) if mode == "single" else 0.03)
-    want = _handwritten(g, x_value)
-    for _ in range(3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK + 3):
-        for value, expected in zip(plan([x_value]), want):
-            np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
-    assert plan.trials == 1, plan.mode_medians
+    calls = _calls_to_decide(plan, plan_module, g, x_value)
+    schedule = 3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK
+    assert calls == (schedule * (1 + plan_module.MODE_MORE) if kept == "single" else schedule), calls
     assert (plan.mode == "single") == (kept == "single"), plan.mode_medians
+
+
+def test_a_close_trial_pools_its_rounds_before_it_keeps_one_thread(monkeypatch, side_on):
+    # virtual clock: one-thread calls take 30 ms; the others 29 ms in the trial's first schedule
+    # (within the margin: noise, a neighbour) and 20 ms after: the pooled medians (24.5 ms) keep
+    # more threads, where the first schedule alone kept one thread
+    plan_module, g, x_value, plan = _plan_on_trial(monkeypatch, 5)
+    schedule = 3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK
+    ran: dict[str, list[str]] = {}
+
+    def cost(mode: str) -> float:     # the calls so far, this one included, are in ran["modes"]
+        return 0.03 if mode == "single" else 0.029 if len(ran["modes"]) <= schedule else 0.02
+    ran["modes"] = _on_a_virtual_clock(monkeypatch, plan, cost)
+    calls = _calls_to_decide(plan, plan_module, g, x_value)
+    assert calls == 2 * schedule
+    assert plan.mode != "single", plan.mode_medians
+    assert plan.mode_medians["single"] == pytest.approx(0.03)
 
 
 def test_a_mode_far_slower_than_another_runs_no_more_calls_in_the_trial(monkeypatch, side_on):

@@ -446,6 +446,7 @@ class Plan:
         self.mode_medians: dict[str, float] = {}   # the last trial's median seconds per mode
         self._trial_from: int | None = None    # the call from which the next trial runs
         self._schedule: list[tuple[str, bool]] = []   # the trial's calls to come: (mode, timed)
+        self._extended = 0                     # rounds the trial went on for (MODE_MORE)
         self._installed = 0
         self._runs = 0
         self._fn = compiled.fn
@@ -478,7 +479,8 @@ class Plan:
         trial runs each mode in blocks of MODE_BLOCK calls, the first of a block untimed (it
         pays for the switch: sleeping threads woken, BLAS's thread count changed), MODE_ROUNDS
         rounds in turned orders; a mode whose best call takes MODE_GIVE_UP times another's
-        best runs no more calls in it."""
+        best runs no more calls in it. A decision within the margin runs the schedule again
+        (MODE_MORE times at most), the times pooled."""
         self._runs += 1
         if self._fixed:
             return self._makers[self.mode](), None
@@ -513,9 +515,16 @@ class Plan:
             # More threads must earn their place: a split kernel waits for each of its threads,
             # and a thread whose core another process takes keeps it waiting for tens of ms.
             if "single" in medians and medians["single"] * (1 - MODE_MARGIN) <= medians[fastest]:
+                if fastest != "single" and self._extended < MODE_MORE:
+                    # Within the margin: the machine's noise between a few calls can be as large
+                    # (2 s calls at 224x224: 8% one run, 22% the next). The trial goes on, the
+                    # next round's times pooled with these, before one thread is chosen.
+                    self._extended += 1
+                    return
                 fastest = "single"
             self.mode = fastest
             self.trials += 1
+            self._extended = 0
             self._trial_from = self._runs + MODE_RETRY
             for t in times.values():
                 t.clear()
@@ -616,6 +625,9 @@ MODE_RETRY = 300
 # whose best call in the trial is MODE_GIVE_UP times another's best runs no more calls in it.
 MODE_MARGIN = 0.1
 MODE_GIVE_UP = 2.0
+# When another mode is ahead of one thread by less than MODE_MARGIN, the trial goes on for up
+# to MODE_MORE more of its schedules, the times pooled, before it decides.
+MODE_MORE = 1
 
 
 IN_PLACE = InPlace()
