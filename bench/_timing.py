@@ -87,14 +87,22 @@ def settle(step: Callable[[], object], calls: int = 2) -> None:
         step()
     try:
         from gradreg.backends.numba.jit import wait_for_kernels
-        from gradreg.runtime import plan
-        more = getattr(plan, "MODE_MORE", 0)     # a close decision's extra rounds (not in older versions)
-        calls = plan.MODE_SETTLE + (1 + more) * 3 * plan.MODE_ROUNDS * plan.MODE_BLOCK + 1
-    except (ImportError, AttributeError):
+    except ImportError:
         return
     wait_for_kernels()
-    for _ in range(calls):
+    for _ in range(settling_calls()):
         step()
+
+
+def settling_calls() -> int:
+    """The calls after the compiled kernels are in until the plan's trial of its modes has
+    decided, a close decision's extra rounds included (0 for a gradreg without the trial)."""
+    try:
+        from gradreg.runtime import plan
+        more = getattr(plan, "MODE_MORE", 0)     # a close decision's extra rounds (not in older versions)
+        return plan.MODE_SETTLE + (1 + more) * 3 * plan.MODE_ROUNDS * plan.MODE_BLOCK + 1
+    except (ImportError, AttributeError):
+        return 0
 
 
 def load_average() -> float:

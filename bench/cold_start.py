@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from _timing import Contender, _Worker
+from _timing import Contender, _Worker, settling_calls
 
 BENCH = pathlib.Path(__file__).resolve().parent
 
@@ -58,13 +58,7 @@ def contender(workload: str):
         start = time.perf_counter()
         done = jit.wait_for_kernels(600)
         waited = time.perf_counter() - start
-        try:      # the plan's trial of how its calls use the cores (bench/_timing.py's settle)
-            from gradreg.runtime import plan
-            more = getattr(plan, "MODE_MORE", 0)   # a close decision's extra rounds (newer versions)
-            settling = plan.MODE_SETTLE + (1 + more) * 3 * plan.MODE_ROUNDS * plan.MODE_BLOCK + 1
-        except (ImportError, AttributeError):
-            settling = 0
-        for _ in range(settling):
+        for _ in range(settling_calls()):   # the plan's trial of how its calls use the cores
             step()
         import gradreg
         return {"done": done, "waited": waited, "built": jit.kernels_built(),
