@@ -90,6 +90,9 @@ COMPILED_CASES = [  # input NHWC, filter, strides, dilations, padding, dtype, da
     ((3, 10, 9, 12), (2, 3, 12, 4), 1, 1, "VALID", np.float64, "NHWC", {"_tap_forward", "_tap_filter"}),
     ((3, 12, 12, 9), (3, 3, 9, 3), 1, 2, "SAME", np.float64, "NHWC", {"_tap_forward", "_tap_filter"}),
     ((2, 8, 8, 12), (3, 3, 12, 2), 1, 1, "SAME", np.float32, "NCHW", {"_tap_forward", "_tap_filter"}),
+    # an even window: pads 0 above, 1 below, 1 left, 2 right (the tap forms skip the taps in them)
+    ((3, 9, 10, 12), (2, 4, 12, 4), 1, 1, "SAME", np.float32, "NHWC", {"_tap_forward", "_tap_filter"}),
+    ((2, 9, 10, 12), (2, 4, 12, 3), 1, 2, "SAME", np.float64, "NHWC", {"_tap_forward", "_tap_filter"}),
     ((4, 9, 11, 8), (3, 3, 8, 8), 1, 1, "SAME", np.float32, "NHWC", set()),               # im2col throughout
 ]
 FORMS = ("_scattered", "_tap_forward", "_tap_filter")

@@ -228,25 +228,24 @@ def _by_taps(conv: _Conv, *arrays: np.ndarray) -> bool:
 
 
 def _tap_bytes(conv: _Conv, itemsize: int) -> int:
-    """Bytes of one batch entry's tap products: every padded position, kh * kw * out values."""
-    return ((conv.h + conv.top + conv.bottom) * (conv.w + conv.left + conv.right)
-            * conv.kh * conv.kw * conv.out_channels * itemsize)
+    """Bytes of one batch entry's tap products: every input position, kh * kw * out values."""
+    return conv.h * conv.w * conv.kh * conv.kw * conv.out_channels * itemsize
 
 
 def _tap_forward(conv: _Conv, x: np.ndarray, f: np.ndarray, gather) -> np.ndarray:
-    """Conv2D as every padded input position times every tap's weights (one product a block
-    of the batch, (positions, c) x (c, kh * kw * out): far fewer values than the im2col copy
-    when out is small), each output then the sum of its taps' products, gathered by
-    ``gather``, a compiled loop (nn/numba_kernels)."""
-    padded = conv.padded(x)
-    hp, wp = padded.shape[1], padded.shape[2]
+    """Conv2D as every input position times every tap's weights (one product a block of the
+    batch, (positions, c) x (c, kh * kw * out): far fewer values than the im2col copy when out
+    is small), each output then the sum of the products of its taps that fall inside the
+    input, gathered by ``gather``, a compiled loop (nn/numba_kernels). No padded copy: a tap
+    in the padding would add zero."""
     weights = f.transpose(2, 0, 1, 3).reshape(1, conv.c, -1)
     out = np.empty((conv.n, conv.oh, conv.ow, conv.out_channels), np.result_type(x, f))
     (sh, sw), (dh, dw) = conv.g.strides, conv.g.dilations
 
     def block(part: _Conv, n0: int, n1: int, product) -> None:
-        z = product(padded[n0:n1].reshape(1, -1, conv.c), weights, part.flops)
-        gather(z.reshape(n1 - n0, hp, wp, conv.kh, conv.kw, conv.out_channels), out[n0:n1], sh, sw, dh, dw)
+        z = product(x[n0:n1].reshape(1, -1, conv.c), weights, part.flops)
+        gather(z.reshape(n1 - n0, conv.h, conv.w, conv.kh, conv.kw, conv.out_channels), out[n0:n1],
+               sh, sw, dh, dw, conv.top, conv.left)
 
     _over_batch(conv, _tap_bytes(conv, out.itemsize), block, out.itemsize)
     return out
@@ -358,18 +357,17 @@ def _summed(terms: list) -> np.ndarray:
 
 def _tap_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, spread) -> np.ndarray:
     """Conv2DBackpropFilter in the tap form: ``spread`` (a compiled loop) writes each output
-    position's dy at the padded positions its taps read, one column group a tap; one product
-    of the padded input with that, (c, positions) x (positions, kh * kw * out), a block of the
-    batch at a time, holds every tap's filter gradient."""
-    padded = conv.padded(x)
-    hp, wp = padded.shape[1], padded.shape[2]
+    position's dy at the input positions its taps read, one column group a tap (taps in the
+    padding read zeros and are left out); one product of the input with that, (c, positions) x
+    (positions, kh * kw * out), a block of the batch at a time, holds every tap's filter
+    gradient."""
     (sh, sw), (dh, dw) = conv.g.strides, conv.g.dilations
     dtype = np.result_type(x, dy)
 
     def block(part: _Conv, n0: int, n1: int, product) -> np.ndarray:
-        spread_dy = np.empty((n1 - n0, hp, wp, conv.kh, conv.kw, conv.out_channels), dtype)
-        spread(dy[n0:n1], spread_dy, sh, sw, dh, dw)
-        return product(padded[n0:n1].reshape(1, -1, conv.c).transpose(0, 2, 1),
+        spread_dy = np.empty((n1 - n0, conv.h, conv.w, conv.kh, conv.kw, conv.out_channels), dtype)
+        spread(dy[n0:n1], spread_dy, sh, sw, dh, dw, conv.top, conv.left)
+        return product(x[n0:n1].reshape(1, -1, conv.c).transpose(0, 2, 1),
                        spread_dy.reshape(1, -1, conv.kh * conv.kw * conv.out_channels), part.flops)
 
     df = _summed(_over_batch(conv, 2 * _tap_bytes(conv, dtype.itemsize), block, dtype.itemsize))

@@ -446,33 +446,45 @@ def _filter(loops, setup, fmt, storage, checked, *args):
 
 _CONV_LOOPS = """
 @njit(cache=True, nogil=True)
-def gather(z, out, sh, sw, dh, dw):
+def gather(z, out, sh, sw, dh, dw, top, left):
     n, oh, ow, o = out.shape
-    kh, kw = z.shape[3], z.shape[4]
+    h, w, kh, kw = z.shape[1], z.shape[2], z.shape[3], z.shape[4]
     for b in range(n):
         for y in range(oh):
             for x in range(ow):
                 dst = out[b, y, x]
                 dst[:] = {=0}
                 for i in range(kh):
+                    ih = y * sh + i * dh - top
+                    if ih < 0 or ih >= h:
+                        continue
                     for j in range(kw):
-                        src = z[b, y * sh + i * dh, x * sw + j * dw, i, j]
+                        iw = x * sw + j * dw - left
+                        if iw < 0 or iw >= w:
+                            continue
+                        src = z[b, ih, iw, i, j]
                         for k in range(o):
                             dst[k] += src[k]
 
 
 @njit(cache=True, nogil=True)
-def spread(dy, d, sh, sw, dh, dw):
+def spread(dy, d, sh, sw, dh, dw, top, left):
     n, oh, ow, o = dy.shape
-    kh, kw = d.shape[3], d.shape[4]
+    h, w, kh, kw = d.shape[1], d.shape[2], d.shape[3], d.shape[4]
     d[:] = {=0}
     for b in range(n):
         for y in range(oh):
             for x in range(ow):
                 src = dy[b, y, x]
                 for i in range(kh):
+                    ih = y * sh + i * dh - top
+                    if ih < 0 or ih >= h:
+                        continue
                     for j in range(kw):
-                        dst = d[b, y * sh + i * dh, x * sw + j * dw, i, j]
+                        iw = x * sw + j * dw - left
+                        if iw < 0 or iw >= w:
+                            continue
+                        dst = d[b, ih, iw, i, j]
                         for k in range(o):
                             dst[k] = src[k]
 
@@ -504,8 +516,8 @@ def col2im(cols, dx, sh, sw, dh, dw, top, left):
 def _conv_loops(dtype: np.dtype):
     loops = compile_module(_CONV_LOOPS, dtype)
     six, four = np.zeros((1, 1, 1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 1), dtype)
-    loops.gather(six, four, 1, 1, 1, 1)          # compiled now, for arrays of ``dtype``
-    loops.spread(four, six, 1, 1, 1, 1)
+    loops.gather(six, four, 1, 1, 1, 1, 0, 0)    # compiled now, for arrays of ``dtype``
+    loops.spread(four, six, 1, 1, 1, 1, 0, 0)
     loops.col2im(six, four, 1, 1, 1, 1, 0, 0)
     return loops
 
