@@ -99,7 +99,9 @@ def settling_calls() -> int:
     decided, a close decision's extra rounds included (0 for a gradreg without the trial)."""
     try:
         from gradreg.runtime import plan
-        more = getattr(plan, "MODE_MORE", 0)     # a close decision's extra rounds (not in older versions)
+        if hasattr(plan, "longest_trial"):
+            return plan.MODE_SETTLE + plan.longest_trial() + 1
+        more = getattr(plan, "MODE_MORE", 0)     # older versions: MODE_MORE, or no extra rounds
         return plan.MODE_SETTLE + (1 + more) * 3 * plan.MODE_ROUNDS * plan.MODE_BLOCK + 1
     except (ImportError, AttributeError):
         return 0

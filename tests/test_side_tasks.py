@@ -227,7 +227,7 @@ def test_a_plan_tries_its_modes_and_keeps_the_fastest(monkeypatch, side_on):
     monkeypatch.setattr(call_modes.SideTasks, "submit", slow_submit)
     want = _handwritten(g, x_value)
     # the trial's calls at most (a decision within the margin runs its schedule again)
-    for _ in range((1 + plan_module.MODE_MORE) * 3 * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK):
+    for _ in range(plan_module.longest_trial()):
         if plan.trials:
             break
         assert plan.mode == "side"    # side tasks until the trial has chosen
@@ -336,7 +336,7 @@ def _calls_to_decide(plan, plan_module, g, x_value) -> int:
     calls = 0
     while plan.trials == 0:
         calls += 1
-        assert calls <= 3 * (1 + plan_module.MODE_MORE) * plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK + 3
+        assert calls <= plan_module.longest_trial() + 3
         for value, expected in zip(plan([x_value]), want):
             np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
     return calls

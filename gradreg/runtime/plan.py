@@ -630,6 +630,12 @@ MODE_GIVE_UP = 2.0
 MODE_MORE = 1
 
 
+def longest_trial(modes: int = 3) -> int:
+    """The most calls one trial of ``modes`` modes runs: a schedule of MODE_ROUNDS rounds of
+    a MODE_BLOCK block per mode, run again MODE_MORE times when its decision is close."""
+    return (1 + MODE_MORE) * modes * MODE_ROUNDS * MODE_BLOCK
+
+
 IN_PLACE = InPlace()
 
 
