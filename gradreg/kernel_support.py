@@ -28,7 +28,8 @@ Compiled loops (the numba backend, gradreg.backends.numba):
   other math-library names become their ``dtype`` versions, ``{=c}`` constants of
   ``dtype``), kept in gradreg's disk cache; its functions should be ``njit(cache=True)``;
 * ``elementwise(...)`` (also in gradreg.plugin) describes an elementwise op for fusion;
-  ``same_shapes`` is the ``accepts`` of ops that do not broadcast.
+  ``same_shapes`` is the ``accepts`` of ops that do not broadcast, ``accept_arrays`` of ops
+  that broadcast a row but refuse scalars (BiasAdd).
 
 Memory (gradreg.backends.memory):
 
@@ -41,9 +42,9 @@ it does these things without touching a family.
 """
 from gradreg.backends.memory import Recycler
 from gradreg.backends.numba.codegen import compile_module
-from gradreg.backends.numba.description import elementwise, numba_available, same_shapes
+from gradreg.backends.numba.description import accept_arrays, elementwise, numba_available, same_shapes
 from gradreg.backends.threads import blas_threads, max_threads, threads_for
 from gradreg.backends.workers import parallel, split
 
-__all__ = ["Recycler", "blas_threads", "compile_module", "elementwise", "max_threads", "numba_available", "parallel",
-           "same_shapes", "split", "threads_for"]
+__all__ = ["Recycler", "accept_arrays", "blas_threads", "compile_module", "elementwise", "max_threads",
+           "numba_available", "parallel", "same_shapes", "split", "threads_for"]

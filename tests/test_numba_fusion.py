@@ -424,3 +424,84 @@ def test_compile_cost_is_bounded_long_chains_split_and_a_budget_per_plan(monkeyp
     assert sum(sizes) == 150
     assert sum(isinstance(item, Operation) and item.type != "Const" for item in items) == 400 - 150
     assert_backends_agree(graph, [y], {x: np.linspace(-2, 2, 16, dtype=np.float32)}, rtol=1e-4)
+
+
+@pytest.mark.parametrize("batch", [4, None])
+def test_a_batch_norm_after_a_bias_is_one_group(rng, batch, monkeypatch):
+    """A convolution's BiasAdd, then a batch norm written out with (1, 1, 1, C) scale and shift
+    (Keras' ResNet50 as TensorFlow exports it) and the ReLU: one group, one pass. With the batch
+    static the shapes are compiled in; without, the general loop indexes the (1, 1, 1, C) values
+    as rows."""
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [batch, 3, 5, 6], name="x")
+        b = gr.placeholder(gr.float32, [6], name="b")
+        gamma = gr.placeholder(gr.float32, [1, 1, 1, 6], name="gamma")
+        beta = gr.placeholder(gr.float32, [1, 1, 1, 6], name="beta")
+        biased = gr.nn.bias_add(x, b)
+        y = gr.nn.relu(biased * gamma + beta)
+    (group,) = groups(plan_items([y, biased], [x, b, gamma, beta]))
+    assert [op.type for op in group.ops] == ["BiasAdd", "Mul", "AddV2", "Relu"]
+    assert set(group.outputs) == {y, biased}
+    session = gr.Session(graph, backend="numba")
+    (planned,) = fused_groups_of(session, [y, biased], [x, b, gamma, beta])
+    monkeypatch.setenv("GRADREG_JIT", "eager")     # the general kernel's loops built as it meets them
+    built = planned.kernel.build()
+    assert built.__name__ == "run" if batch else isinstance(built, kernels._GroupKernel)
+    if batch:
+        states = codegen.static_states(planned)
+        assert states[gamma] == states[beta] == states[b] == codegen.ROW
+        assert "a2[0, 0, 0, i3]" in codegen.generate_static_source(planned, states)
+    values = {b: rng.standard_normal(6).astype(np.float32), gamma: rng.standard_normal((1, 1, 1, 6)).astype(np.float32),
+              beta: rng.standard_normal((1, 1, 1, 6)).astype(np.float32)}
+    for _ in range(2):      # the second call takes the general kernel's cached path
+        values[x] = rng.standard_normal((4, 3, 5, 6)).astype(np.float32)
+        got = built(*[values[t] for t in planned.inputs])
+        want_biased = values[x] + values[b]
+        want = np.maximum(want_biased * values[gamma] + values[beta], 0)
+        by_output = dict(zip(planned.outputs, got))
+        assert by_output[y].shape == want.shape and by_output[biased].shape == want_biased.shape
+        np.testing.assert_allclose(by_output[y], want, rtol=2e-6, atol=1e-6)
+        np.testing.assert_allclose(by_output[biased], want_biased, rtol=2e-6, atol=1e-6)
+    if not batch:
+        assert built.last is not None      # the compiled loop ran (not the NumPy kernels)
+    assert_backends_agree(graph, [y, biased], values)
+
+
+def test_rows_of_leading_ones_broadcast_as_numpy_does(rng):
+    """The general loop takes a (1, 1, C) row beside (C,) values only when NumPy would give the
+    same shapes; a (N, 1, C) value (not a row) and a row-only op keep NumPy's results."""
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, None, name="x")
+        r = gr.placeholder(gr.float32, None, name="r")
+        s = gr.placeholder(gr.float32, None, name="s")
+        y = gr.tanh(x * r) + s
+    session = gr.Session(graph, backend="numba")
+    for rs, ss in [((1, 1, 4), (1, 1, 4)), ((1, 1, 4), (4,)), ((2, 1, 4), (1, 1, 4)), ((1, 1, 4), (1, 1, 1)),
+                   ((1, 1, 4), (1, 1, 4))]:
+        feeds = {x: rng.standard_normal((2, 3, 4)).astype(np.float32),
+                 r: rng.standard_normal(rs).astype(np.float32), s: rng.standard_normal(ss).astype(np.float32)}
+        got = session.run(y, feeds)
+        want = run(graph, y, feeds, "numpy")
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+    # rows alone: the output keeps the rows' own shape
+    feeds = {x: rng.standard_normal((1, 1, 4)).astype(np.float32), r: rng.standard_normal((1, 1, 4)).astype(np.float32),
+             s: rng.standard_normal(4).astype(np.float32)}
+    got = session.run(y, feeds)
+    assert got.shape == (1, 1, 4)
+    np.testing.assert_allclose(got, run(graph, y, feeds, "numpy"), rtol=2e-6, atol=1e-6)
+
+
+def test_a_bias_add_not_channels_last_or_with_a_scalar_bias_is_not_fused(rng):
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [2, 3, 4, 5], name="x")
+        b = gr.placeholder(gr.float32, [3], name="b")
+        nchw = gr.nn.relu(gr.nn.bias_add(x, b, data_format="NCHW"))
+    assert not any(op.type == "BiasAdd" for g in groups(plan_items([nchw], [x, b])) for g_op in [g] for op in g.ops)
+    feeds = {x: rng.standard_normal((2, 3, 4, 5)).astype(np.float32), b: rng.standard_normal(3).astype(np.float32)}
+    assert_backends_agree(graph, [nchw], feeds)
+    from gradreg.backends.numba.description import accept_arrays
+    assert accept_arrays((False, False)) and not accept_arrays((False, True))

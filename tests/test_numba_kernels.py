@@ -435,3 +435,59 @@ def test_depthwise_loops_split_the_batch_like_one_thread(monkeypatch):
     got = gr.Session(graph, backend="numba").run([y, dx, df], values)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+# -- max pooling's gradient: the compiled loop against TensorFlow's numbers (tests/data/ops_nn) ------
+
+def _max_pool_grad_cases():
+    from reference_data import load_reference
+    cases, array = load_reference("ops_nn", "reference")
+    graph = gr.load_graph(str(pathlib.Path(__file__).parent / "data" / "ops_nn" / "pool.pb"))
+    found = [name for name, spec in sorted(cases.items()) if spec["group"] == "pool"
+             and any(graph.get_tensor(f).op.type == "MaxPoolGrad" for f in spec["fetches"])]
+    return graph, cases, array, found
+
+
+_MPG_GRAPH, _MPG_CASES, _MPG_ARRAY, _MPG_NAMES = _max_pool_grad_cases()
+
+
+@pytest.mark.parametrize("case", _MPG_NAMES)
+def test_max_pool_grad_loop_matches_tensorflow(case, monkeypatch):
+    """Ties to the first maximum, NaN and infinities, SAME/VALID/explicit pads, a window over the
+    whole input: the compiled loop (float32/float64, NHWC) gives TensorFlow's numbers; other
+    types and layouts keep the NumPy kernel."""
+    monkeypatch.setenv("GRADREG_THREADS", "2")
+    spec = _MPG_CASES[case]
+    feeds = {name: _MPG_ARRAY(key) for name, key in spec["feeds"].items()}
+    session = gr.Session(_MPG_GRAPH, backend="numba")
+    plan = session.plan_for(spec["fetches"], list(feeds))
+    (node,) = [_MPG_GRAPH.get_tensor(f).op for f in spec["fetches"] if _MPG_GRAPH.get_tensor(f).op.type == "MaxPoolGrad"]
+    compiled = node.get_attr("T") in (gr.float32, gr.float64) and node.get_attr("data_format") == b"NHWC"
+    assert any(tiered.name == f"MaxPoolGrad {node.name}" for _, tiered in plan.upgrades) == compiled
+    assert all(type(plan._fn.__globals__[name]).__name__ == "function" for name, _ in plan.upgrades)
+    values = session.run(spec["fetches"], feeds)
+    for j in spec["compare"]:
+        expected = _MPG_ARRAY(f"{case}/out{j}")
+        assert values[j].dtype == expected.dtype and values[j].shape == expected.shape
+        np.testing.assert_allclose(values[j], expected, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+def test_max_pool_grad_loop_splits_the_batch_and_refuses_bad_shapes(monkeypatch):
+    from gradreg_plugins.nn import numba_kernels
+    rng = np.random.default_rng(6)
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [5, 9, 8, 4])
+        y = gr.nn.max_pool2d(x, 3, 2, "SAME")
+        dy = gr.placeholder(gr.float32, y.shape)
+        (dx,) = gr.gradients(y, [x], dy)
+    # integers: many ties within a window (the first maximum takes the gradient)
+    values = {x: rng.integers(0, 3, (5, 9, 8, 4)).astype(np.float32), dy: rng.standard_normal((5, 5, 4, 4)).astype(np.float32)}
+    want = gr.Session(graph, backend="numpy").run(dx, values)
+    monkeypatch.setattr(numba_kernels.ks, "threads_for", lambda work, per_thread: 3)
+    got = gr.Session(graph, backend="numba").run(dx, values)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert dx.op.type == "MaxPoolGrad"
+    numba_kernel, _ = kernels_of(dx)
+    with pytest.raises(ValueError, match="grad has shape"):
+        numba_kernel(values[x], np.zeros((5, 5, 4, 4), np.float32), np.zeros((5, 4, 4, 4), np.float32))

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradreg.backends.numba.cache import load_module
-from gradreg.backends.numba.description import accept_any
 from gradreg.model import dtypes
 from gradreg.model.graph import Tensor
 
@@ -94,14 +93,23 @@ class _Template(string.Formatter):
 
 
 # How a value of a group varies over the group's elements: one value, a trailing row repeated
-# over the leading dims (a bias), or one value per element.
+# over the leading dims (a bias; its own shape may have leading ones), or one value per element.
 SCALAR, ROW, FULL = 0, 1, 2
+
+
+def row_dims(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` without its leading ones: (1, 1, 1, 64) -> (64,). A row input of that shape is
+    the same values in the same order as one of the shape it gives."""
+    start = 0
+    while start < len(shape) and shape[start] == 1:
+        start += 1
+    return shape[start:]
 
 
 
 def static_states(group: FusedGroup) -> dict[Tensor, int] | None:
     """Each group value's state when all shapes are static, every input is a scalar, the full
-    shape or a trailing row of it, and every output is full; else None."""
+    shape or a trailing row of it (after any leading ones), and every output is full; else None."""
     full: tuple[int, ...] | None = None
     for t in (*group.inputs, *group.outputs):
         shape = t.shape
@@ -113,19 +121,19 @@ def static_states(group: FusedGroup) -> dict[Tensor, int] | None:
         return None
     state: dict[Tensor, int] = {}
     for t in group.inputs:
-        dims = tuple(t.shape.as_list())
+        dims = t.shape.as_tuple()
         if not dims:
             state[t] = SCALAR
         elif dims == full:
             state[t] = FULL
-        elif full[len(full) - len(dims):] == dims:
+        elif len(dims) <= len(full) and full[len(full) - len(row_dims(dims)):] == row_dims(dims):
             state[t] = ROW
         else:
             return None
     for op, description in zip(group.ops, group.descriptions):
         states = [state[t] for t in op.inputs]
         if not description.accepts(tuple(s == SCALAR for s in states)) \
-                or (ROW in states and description.accepts is not accept_any):
+                or (ROW in states and not description.broadcasts_rows):
             return None     # the NumPy kernel decides (and may refuse) these
         state[op.outputs[0]] = max(states)
     if any(state[t] != FULL or tuple(t.shape.as_list()) != full for t in group.outputs):
@@ -136,7 +144,7 @@ def static_states(group: FusedGroup) -> dict[Tensor, int] | None:
 def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
     """Python source of a module defining ``fused(lo, hi, *inputs, *outputs)``: nested loops
     over the static full shape, the outermost from ``lo`` to ``hi`` (so that parts of it can
-    run in threads), each row input indexed by the trailing indices."""
+    run in threads), each row input indexed by the trailing indices (and 0 in its leading ones)."""
     full = group.outputs[0].shape.as_list()
     rank = len(full)
     indices = [f"i{d}" for d in range(rank)]
@@ -150,7 +158,10 @@ def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
         if state[t] == SCALAR:
             before.append(f"x{k} = a{k}")
         else:
-            reads.append(f"x{k} = a{k}[{', '.join(indices[rank - len(t.shape.as_tuple()):])}]")
+            dims = t.shape.as_tuple()
+            row = row_dims(dims) if state[t] == ROW else dims
+            at = ["0"] * (len(dims) - len(row)) + indices[rank - len(row):]
+            reads.append(f"x{k} = a{k}[{', '.join(at)}]")
     params.extend(f"o{k}" for k in range(len(group.outputs)))
     writes = [f"o{k}[{', '.join(indices)}] = NAME{k}" for k in range(len(group.outputs))]
     helpers: set[str] = set()

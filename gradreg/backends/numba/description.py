@@ -40,6 +40,15 @@ def accept_any(flags: tuple[bool, ...]) -> bool:
     return True
 
 
+def accept_arrays(flags: tuple[bool, ...]) -> bool:
+    """No scalar inputs; a row broadcasts (BiasAdd: a scalar bias is an error)."""
+    return not any(flags)
+
+
+# The ``accepts`` of ops that broadcast a row input (a bias) over the others' leading dims.
+ROW_BROADCASTING = (accept_any, accept_arrays)
+
+
 def same_shapes(flags: tuple[bool, ...]) -> bool:
     """All inputs scalars or all of one shape (ops that do not broadcast)."""
     return all(flags) or not any(flags)
@@ -67,6 +76,11 @@ class Elementwise:
         return self.fallback(*args)
 
     @property
+    def broadcasts_rows(self) -> bool:
+        """Whether a row input (a value repeated over the output's leading dims) may be fused."""
+        return self.accepts in ROW_BROADCASTING
+
+    @property
     def unfused(self) -> Callable[..., Any]:
         """The kernel a plan binds when the op runs on its own."""
         return self.fallback
@@ -74,16 +88,18 @@ class Elementwise:
 
 def elementwise(op: Operation, ctx: KernelContext, expr: str, *, cost: int = 1,
                 accepts: Callable[[tuple[bool, ...]], bool] = accept_any, dtype: Any = None,
-                **consts: float) -> Elementwise | None:
+                unfused: Any = None, **consts: float) -> Elementwise | None:
     """The description of ``op`` (for a numba kernel factory), or None — the NumPy kernel
-    then runs — when a type is not fusible or the NumPy kernel is not a computation."""
+    then runs — when a type is not fusible or the NumPy kernel is not a computation.
+    ``unfused``: the kernel that runs the op when it is not fused (default: its NumPy
+    kernel; a Tiered one is built like any other)."""
     if len(op.outputs) != 1 or not op.inputs:
         return None
     # By identity: an unknown op's output has dtype None, which DType equality would not refuse.
     if not all(any(t.dtype is d for d in FUSIBLE_DTYPES) for t in (*op.inputs, *op.outputs)):
         return None
     factory = get_registry().kernel_factory(op.type, "numpy")
-    fallback = factory(op, ctx) if factory is not None else None
+    fallback = unfused if unfused is not None else factory(op, ctx) if factory is not None else None
     if not callable(fallback):   # IDENTITY, Constant, NOOP: nothing to fuse
         return None
     if dtype is None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from gradreg.backends.numba.description import SINGLE_OP_MIN_COST, Elementwise, accept_any, numba_available
+from gradreg.backends.numba.codegen import row_dims
+from gradreg.backends.numba.description import SINGLE_OP_MIN_COST, Elementwise, numba_available
 from gradreg.backends.numba.kernels import FusedGroup
 from gradreg.errors import GradregError
 from gradreg.model.graph import Operation, Tensor
@@ -155,19 +156,22 @@ def _fusible(op: Operation, fed: set[Tensor], registry: Any, ctx: KernelContext)
     if out.rank == 0:
         return None     # scalars (loop counters): Python's operators on NumPy scalars are faster
     # Static broadcasts fused: scalars, and (for ops that broadcast) rows — inputs whose known
-    # shape is a trailing part of the output's, like a bias. Others are left to NumPy.
+    # shape is a trailing part of the output's, like a bias, perhaps after leading ones (a
+    # batch norm's (1, 1, 1, C) scale). Others are left to NumPy.
     for t in op.inputs:
         if t.shape.rank != 0 and not t.shape.is_compatible_with(out) \
-                and not (description.accepts is accept_any and _is_row(t.shape, out)):
+                and not (description.broadcasts_rows and _is_row(t.shape, out)):
             return None
     return description
 
 
 def _is_row(shape: Any, out: Any) -> bool:
-    """Whether a value of static ``shape`` broadcasts against ``out`` as a repeated trailing row."""
-    if not shape.is_fully_defined() or out.rank is None or not 0 < shape.rank < out.rank:
+    """Whether a value of static ``shape`` broadcasts against ``out`` as a repeated trailing
+    row: its dims after any leading ones are the last of ``out``'s, and it has no more dims."""
+    if not shape.is_fully_defined() or out.rank is None or not 0 < shape.rank <= out.rank:
         return False
-    return list(out.dims[out.rank - shape.rank:]) == list(shape.dims)
+    row = row_dims(tuple(shape.as_list()))
+    return 0 < len(row) < out.rank and out.as_list()[out.rank - len(row):] == list(row)
 
 
 def fuse(order: Sequence[Operation], fed: set[Tensor], keep: set[Tensor], ctx: KernelContext,

@@ -28,9 +28,10 @@ from gradreg.backends.numba.codegen import (
     SCALAR,
     generate_source,
     generate_static_source,
+    row_dims,
     static_states,
 )
-from gradreg.backends.numba.description import Elementwise, accept_any
+from gradreg.backends.numba.description import Elementwise
 from gradreg.errors import ExecutionError, GradregError, describe_node
 from gradreg.model import dtypes
 from gradreg.model.graph import Operation, Tensor
@@ -79,22 +80,29 @@ class FusedGroup:
         return f"<FusedGroup {self.name}: {len(self.ops)} ops>"
 
 
-def _input_states(arrays: list[np.ndarray], shape: tuple[int, ...]) -> tuple[list[int], Any] | None:
-    """How each input varies over the group's ``shape`` (SCALAR, ROW or FULL) and the shape of
-    the row inputs; None when an input is none of those (the NumPy kernels then decide)."""
+def _input_states(arrays: list[np.ndarray], shape: tuple[int, ...]) -> tuple[list[int], Any, bool] | None:
+    """How each input varies over the group's ``shape`` (SCALAR, ROW or FULL), the shape of
+    the row inputs (the longest, when they differ in leading ones) and whether they differ;
+    None when an input is none of those (the NumPy kernels then decide)."""
     states = []
     row_shape = None
+    mixed = False
     for a in arrays:
         if a.ndim == 0:
             states.append(SCALAR)
         elif a.shape == shape:
             states.append(FULL)
-        elif (row_shape is None or a.shape == row_shape) and shape[len(shape) - a.ndim:] == a.shape:
-            row_shape = a.shape   # a trailing row, the same one for every row input
+        elif a.ndim <= len(shape) and shape[len(shape) - len(row := row_dims(a.shape)):] == row \
+                and (row_shape is None or row == row_dims(row_shape)):
+            # a trailing row (after any leading ones), the same row for every row input
+            if row_shape is not None and a.shape != row_shape:
+                mixed = True
+                row_shape = max(row_shape, a.shape, key=len)
+            row_shape = row_shape or a.shape
             states.append(ROW)
         else:
             return None
-    return states, row_shape
+    return states, row_shape, mixed
 
 
 class _GroupKernel:
@@ -133,18 +141,19 @@ class _GroupKernel:
             a = np.asarray(a)
             if a.dtype != dtype:
                 return self.fallback(args)
-            if a.ndim > len(shape):
-                shape = a.shape
+            if a.ndim > len(shape) or (a.ndim == len(shape) and a.size > math.prod(shape)):
+                shape = a.shape     # the largest: a row may have as many dims, leading ones
             arrays.append(a)
         if not shape:
             return self.fallback(args)
         classified = _input_states(arrays, shape)
         if classified is None:
             return self.fallback(args)
-        states, row_shape = classified
+        states, row_shape, mixed = classified
         flat = [a.ravel() for a in arrays]
         variant = self.variant(tuple(states), tuple(not a.flags.writeable for a in flat))
-        if variant is None or variant.loop is None:
+        if variant is None or variant.loop is None or (mixed and ROW in variant.output_states):
+            # (a row output of rows shaped (C,) and (1, C): its shape is NumPy's to say)
             return self.fallback(args)
         n = math.prod(shape)
         m = math.prod(row_shape) if row_shape is not None else n
@@ -279,7 +288,7 @@ class _Variant:
             states = [state[t] for t in op.inputs]
             if not description.accepts(tuple(s == SCALAR for s in states)):
                 return _Variant(None, [])
-            if ROW in states and description.accepts is not accept_any:
+            if ROW in states and not description.broadcasts_rows:
                 return _Variant(None, [])    # an op that does not broadcast rows
             state[op.outputs[0]] = max(states)
         loop = load_kernel(generate_source(group, state))

@@ -1,9 +1,10 @@
 """Numba kernels of the nn family (imported only when the numba backend is first used).
 
 Activations and their gradients are elementwise descriptions for gradreg.backends.numba
-(fused with their neighbours, or their NumPy kernels alone). BiasAdd, BiasAddGrad
-(channels last), Softmax and LogSoftmax are compiled loops over float32/float64, where
-they measured faster than NumPy (bench: 1.5-3x; BiasAddGrad over few channels more).
+(fused with their neighbours, or their NumPy kernels alone); so is BiasAdd with its
+channels last. BiasAdd, BiasAddGrad (channels last), Softmax and LogSoftmax are compiled
+loops over float32/float64 where they run alone, as they measured faster than NumPy
+(bench: 1.5-3x; BiasAddGrad over few channels more).
 Compiled kernels are Tiered (gradreg.registry.kernels): the NumPy kernel runs until
 ``build`` (which compiles, see gradreg.backends.numba.jit) has made the loop's.
 """
@@ -200,7 +201,14 @@ def _bias_add(op, ctx):
             loop(np.ascontiguousarray(value).reshape(dims), np.ascontiguousarray(bias), out.reshape(dims))
             return out
         return bias_add
-    return Tiered(checked, build, f"{op.type} {op.name}", weight=_work(op))
+    tiered = Tiered(checked, build, f"{op.type} {op.name}", weight=_work(op))
+    value, bias = op.inputs
+    if last and bias.shape.rank == 1 and (value.shape.rank or 0) >= 2:
+        # Channels last, the bias is a row of the value: fused with its neighbours (a batch
+        # norm and an activation after a convolution: one pass instead of one per op); on its
+        # own, the compiled loop.
+        return elementwise(op, ctx, "{0} + {1}", accepts=ks.accept_arrays, unfused=tiered) or tiered
+    return tiered
 
 
 @family.kernel("BiasAddGrad", backend="numba")
@@ -547,3 +555,91 @@ family.kernel("Conv2DBackpropFilter", backend="numba")(
 family.kernel("DepthwiseConv2dNative", backend="numba")(_depthwise_factory("forward"))
 family.kernel("DepthwiseConv2dNativeBackpropInput", backend="numba")(_depthwise_factory("input"))
 family.kernel("DepthwiseConv2dNativeBackpropFilter", backend="numba")(_depthwise_factory("filter"))
+
+
+# -- max pooling's gradient -----------------------------------------------------------------------
+
+# NHWC. Each window's gradient goes to its argmax, by TensorFlow's rule (nn/pooling.py: the
+# first tap inside the input, then a later one only when strictly greater). Batch entries
+# n0..n1: the kernel splits the batch over threads. ``best`` and ``at`` are a row of scratch.
+_MAX_POOL_GRAD = """
+@njit(cache=True, nogil=True)
+def max_pool_grad(x, g, dx, sh, sw, kh, kw, top, left, n0, n1, best, at):
+    h, w, c = x.shape[1], x.shape[2], x.shape[3]
+    for n in range(n0, n1):
+        dx[n] = {=0}
+        for oy in range(g.shape[1]):
+            for ox in range(g.shape[2]):
+                found = False
+                for i in range(kh):
+                    iy = oy * sh + i - top
+                    if iy < 0 or iy >= h:
+                        continue
+                    for j in range(kw):
+                        ix = ox * sw + j - left
+                        if ix < 0 or ix >= w:
+                            continue
+                        xr = x[n, iy, ix]
+                        where = iy * w + ix
+                        if not found:
+                            for k in range(c):
+                                best[k] = xr[k]
+                                at[k] = where
+                            found = True
+                        else:
+                            for k in range(c):
+                                if best[k] < xr[k]:
+                                    best[k] = xr[k]
+                                    at[k] = where
+                if found:
+                    gr = g[n, oy, ox]
+                    for k in range(c):
+                        dx[n, at[k] // w, at[k] % w, k] += gr[k]
+"""
+
+# A thread gets at least this many input elements of a max pooling's gradient.
+_POOL_ELEMENTS_PER_THREAD = 1 << 18
+
+
+@functools.cache
+def _pool_loops(dtype: np.dtype):
+    loops = compile_module(_MAX_POOL_GRAD, dtype)
+    one = np.zeros((1, 1, 1, 1), dtype)
+    loops.max_pool_grad(one, one, one.copy(), 1, 1, 1, 1, 0, 0, 0, 1, np.zeros(1, dtype), np.zeros(1, np.int64))
+    return loops
+
+
+@family.kernel("MaxPoolGrad", backend="numba")
+def _max_pool_grad(op, ctx):
+    from gradreg_plugins.nn import pooling
+    if not _float_node(op):
+        return None
+    geometry, window = pooling.static_geometry(op)
+    if geometry.fmt != "NHWC":
+        return None
+    checked = _numpy_kernel(op, ctx)
+    storage = op.get_attr("T").storage
+    (sh, sw), (kh, kw) = geometry.strides, window
+
+    def build():
+        loop = _pool_loops(storage).max_pool_grad
+
+        def max_pool_grad(orig_input, orig_output, grad):
+            if not (type(orig_input) is np.ndarray and type(grad) is np.ndarray and orig_input.ndim == 4
+                    and orig_input.dtype == storage and grad.dtype == storage and orig_input.size):
+                return checked(orig_input, orig_output, grad)
+            pool = pooling.Pool(geometry, orig_input.shape, window, ctx, op)
+            if grad.shape != pool.out_shape or np.ndim(orig_output) != 4:
+                return checked(orig_input, orig_output, grad)     # its error
+            x, g = np.ascontiguousarray(orig_input), np.ascontiguousarray(grad)
+            dx = np.empty(x.shape, storage)
+            n, c = x.shape[0], x.shape[3]
+            threads = min(ks.threads_for(x.size, _POOL_ELEMENTS_PER_THREAD), n)
+            # a few pieces a thread, taken as they come (a thread kept off its core leaves its pieces)
+            pieces = ks.split(n, min(n, PIECES_PER_THREAD * threads)) if threads > 1 else [(0, n)]
+            ks.parallel(lambda i: loop(x, g, dx, sh, sw, kh, kw, pool.top, pool.left, *pieces[i],
+                                       np.empty(c, storage), np.empty(c, np.int64)), len(pieces), threads)
+            return dx
+        return max_pool_grad
+    # the NumPy kernel makes ~8 passes a tap: the slowest of a CNN's step for its size
+    return Tiered(checked, build, f"{op.type} {op.name}", weight=8 * kh * kw * _work(op))

@@ -20,7 +20,7 @@ from gradreg_plugins.nn.kernels import kernel, node_error, storage, widen
 from gradreg_plugins.nn.windows import Geometry, array_from_nhwc, array_to_nhwc, layout, spatial_pair, to_nhwc
 
 
-class _Pool:
+class Pool:
     """One pooling window over an NHWC input: output size, pads, and each tap's strided slice
     of the padded input with the output positions at which it lies inside the input."""
 
@@ -103,7 +103,7 @@ def _check_rank4(**arrays) -> None:
             raise ValueError(f"{name} must be 4-dimensional, got shape {list(a.shape)}")
 
 
-def _static_geometry(op) -> tuple[Geometry, tuple[int, int]]:
+def static_geometry(op) -> tuple[Geometry, tuple[int, int]]:
     try:
         geometry = Geometry.from_op(op)
         return geometry, spatial_pair(op.get_attr("ksize"), geometry.fmt, "ksize")
@@ -127,7 +127,7 @@ def _pool_factory(compute, with_window_inputs: bool):
                 window = spatial_pair(np.asarray(ksize).reshape(-1), fmt, "ksize")
                 return compute(geometry, window, ctx, op, *arrays)
             return run
-        geometry, window = _static_geometry(op)
+        geometry, window = static_geometry(op)
         return lambda *arrays: compute(geometry, window, ctx, op, *arrays)
     return factory
 
@@ -137,7 +137,7 @@ def _pool_factory(compute, with_window_inputs: bool):
 def _max_pool(geometry, window, ctx, op, x):
     _check_rank4(input=x)
     x = array_to_nhwc(x, geometry.fmt)
-    pool = _Pool(geometry, x.shape, window, ctx, op)
+    pool = Pool(geometry, x.shape, window, ctx, op)
     lowest = _lowest(x.dtype)
     padded = pool.pad(x, lowest)
     out = np.full(pool.out_shape, lowest, x.dtype)
@@ -150,7 +150,7 @@ def _max_pool(geometry, window, ctx, op, x):
 def _avg_pool(geometry, window, ctx, op, x):
     _check_rank4(value=x)
     x = array_to_nhwc(x, geometry.fmt)
-    pool = _Pool(geometry, x.shape, window, ctx, op)
+    pool = Pool(geometry, x.shape, window, ctx, op)
     padded = pool.pad(widen(x), 0)
     total = np.zeros(pool.out_shape, padded.dtype)
     for _, where, _ in pool.taps():
@@ -169,7 +169,7 @@ kernel("AvgPool")(_pool_factory(_avg_pool, with_window_inputs=False))
 def _max_pool_grad(geometry, window, ctx, op, orig_input, orig_output, grad):
     _check_rank4(orig_input=orig_input, orig_output=orig_output, grad=grad)
     x, g = array_to_nhwc(orig_input, geometry.fmt), array_to_nhwc(grad, geometry.fmt)
-    pool = _Pool(geometry, x.shape, window, ctx, op)
+    pool = Pool(geometry, x.shape, window, ctx, op)
     pool.check("grad", g, pool.out_shape)
     arg = pool.argmax(x)
     g = widen(g)
@@ -183,7 +183,7 @@ def _max_pool_grad(geometry, window, ctx, op, orig_input, orig_output, grad):
 def _max_pool_grad_grad(geometry, window, ctx, op, orig_input, orig_output, grad):
     _check_rank4(orig_input=orig_input, orig_output=orig_output, grad=grad)
     x, y, g = (array_to_nhwc(a, geometry.fmt) for a in (orig_input, orig_output, grad))
-    pool = _Pool(geometry, x.shape, window, ctx, op)
+    pool = Pool(geometry, x.shape, window, ctx, op)
     pool.check("orig_output", y, pool.out_shape)
     pool.check("grad", g, x.shape)
     padded_x, padded_g = pool.pad(x, 0), pool.pad(g, 0)
@@ -205,7 +205,7 @@ def _avg_pool_grad(geometry, window, ctx, op, orig_input_shape, grad):
         raise ValueError(f"orig_input_shape must be a vector of 4 sizes, got {np.asarray(orig_input_shape).tolist()}")
     shape = to_nhwc(ctx.check_shape(sizes, op), geometry.fmt)
     g = array_to_nhwc(grad, geometry.fmt)
-    pool = _Pool(geometry, shape, window, ctx, op)
+    pool = Pool(geometry, shape, window, ctx, op)
     pool.check("grad", g, pool.out_shape)
     share = widen(g)
     share = share / pool.counts(share.dtype)
@@ -236,7 +236,7 @@ def _argmax_geometry(op) -> tuple[Geometry, tuple[int, int]]:
         raise node_error(op, str(exc)) from None
 
 
-def _positions(pool: _Pool, tap: int) -> tuple[np.ndarray, np.ndarray]:
+def _positions(pool: Pool, tap: int) -> tuple[np.ndarray, np.ndarray]:
     """Input (row, column) of window tap ``tap`` at every output position: [oh, 1], [1, ow]."""
     i, j = divmod(tap, pool.kw)
     rows = np.arange(pool.oh) * pool.sh + i - pool.top
@@ -244,7 +244,7 @@ def _positions(pool: _Pool, tap: int) -> tuple[np.ndarray, np.ndarray]:
     return rows[:, None], cols[None, :]
 
 
-def max_pool_with_argmax(pool: _Pool, x: np.ndarray, include_batch: bool):
+def max_pool_with_argmax(pool: Pool, x: np.ndarray, include_batch: bool):
     padded = pool.pad(x, _lowest(x.dtype))
     best = np.full(pool.out_shape, _lowest(x.dtype), x.dtype)
     arg = np.full(pool.out_shape, -1, np.int64)
@@ -282,7 +282,7 @@ def _max_pool_with_argmax(op, ctx):
 
     def compute(x):
         _check_rank4(input=x)
-        pool = _Pool(geometry, x.shape, window, ctx, op)
+        pool = Pool(geometry, x.shape, window, ctx, op)
         out, arg = max_pool_with_argmax(pool, x, include_batch)
         return out, arg.astype(index_dtype)
     return compute
@@ -295,7 +295,7 @@ def _max_pool_grad_with_argmax(op, ctx):
 
     def compute(x, grad, argmax):
         _check_rank4(input=x, grad=grad, argmax=argmax)
-        pool = _Pool(geometry, x.shape, window, ctx, op)
+        pool = Pool(geometry, x.shape, window, ctx, op)
         pool.check("grad", grad, pool.out_shape)
         pool.check("argmax", argmax, pool.out_shape)
         flat = _flat_argmax(argmax, x.shape, include_batch)
@@ -315,7 +315,7 @@ def _max_pool_grad_grad_with_argmax(op, ctx):
 
     def compute(x, grad, argmax):
         _check_rank4(input=x, grad=grad, argmax=argmax)
-        pool = _Pool(geometry, x.shape, window, ctx, op)
+        pool = Pool(geometry, x.shape, window, ctx, op)
         pool.check("grad", grad, x.shape)
         pool.check("argmax", argmax, pool.out_shape)
         return grad.reshape(-1)[_flat_argmax(argmax, x.shape, include_batch)]
