@@ -20,7 +20,7 @@ from gradreg.model import dtypes
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import Tiered
 from gradreg_plugins.nn import conv as conv_kernels
-from gradreg_plugins.nn import family
+from gradreg_plugins.nn import family, pooling
 from gradreg_plugins.nn.kernels import SELU_ALPHA, SELU_SCALE
 from gradreg_plugins.nn.windows import text
 
@@ -611,7 +611,6 @@ def _pool_loops(dtype: np.dtype):
 
 @family.kernel("MaxPoolGrad", backend="numba")
 def _max_pool_grad(op, ctx):
-    from gradreg_plugins.nn import pooling
     if not _float_node(op):
         return None
     geometry, window = pooling.static_geometry(op)
