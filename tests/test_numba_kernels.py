@@ -461,7 +461,7 @@ def test_max_pool_grad_loop_matches_tensorflow(case, monkeypatch):
     feeds = {name: _MPG_ARRAY(key) for name, key in spec["feeds"].items()}
     session = gr.Session(_MPG_GRAPH, backend="numba")
     plan = session.plan_for(spec["fetches"], list(feeds))
-    (node,) = [_MPG_GRAPH.get_tensor(f).op for f in spec["fetches"] if _MPG_GRAPH.get_tensor(f).op.type == "MaxPoolGrad"]
+    (node,) = [op for op in (_MPG_GRAPH.get_tensor(f).op for f in spec["fetches"]) if op.type == "MaxPoolGrad"]
     compiled = node.get_attr("T") in (gr.float32, gr.float64) and node.get_attr("data_format") == b"NHWC"
     assert any(tiered.name == f"MaxPoolGrad {node.name}" for _, tiered in plan.upgrades) == compiled
     assert all(type(plan._fn.__globals__[name]).__name__ == "function" for name, _ in plan.upgrades)
@@ -482,7 +482,8 @@ def test_max_pool_grad_loop_splits_the_batch_and_refuses_bad_shapes(monkeypatch)
         dy = gr.placeholder(gr.float32, y.shape)
         (dx,) = gr.gradients(y, [x], dy)
     # integers: many ties within a window (the first maximum takes the gradient)
-    values = {x: rng.integers(0, 3, (5, 9, 8, 4)).astype(np.float32), dy: rng.standard_normal((5, 5, 4, 4)).astype(np.float32)}
+    values = {x: rng.integers(0, 3, (5, 9, 8, 4)).astype(np.float32),
+              dy: rng.standard_normal((5, 5, 4, 4)).astype(np.float32)}
     want = gr.Session(graph, backend="numpy").run(dx, values)
     monkeypatch.setattr(numba_kernels.ks, "threads_for", lambda work, per_thread: 3)
     got = gr.Session(graph, backend="numba").run(dx, values)
