@@ -126,7 +126,7 @@ def static_states(group: FusedGroup) -> dict[Tensor, int] | None:
             state[t] = SCALAR
         elif dims == full:
             state[t] = FULL
-        elif len(dims) <= len(full) and full[len(full) - len(row_dims(dims)):] == row_dims(dims):
+        elif len(dims) <= len(full) and full[len(full) - len(row := row_dims(dims)):] == row:
             state[t] = ROW
         else:
             return None

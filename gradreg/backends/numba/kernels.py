@@ -95,10 +95,11 @@ def _input_states(arrays: list[np.ndarray], shape: tuple[int, ...]) -> tuple[lis
         elif a.ndim <= len(shape) and shape[len(shape) - len(row := row_dims(a.shape)):] == row \
                 and (row_shape is None or row == row_dims(row_shape)):
             # a trailing row (after any leading ones), the same row for every row input
-            if row_shape is not None and a.shape != row_shape:
+            if row_shape is None:
+                row_shape = a.shape
+            elif a.shape != row_shape:
                 mixed = True
                 row_shape = max(row_shape, a.shape, key=len)
-            row_shape = row_shape or a.shape
             states.append(ROW)
         else:
             return None

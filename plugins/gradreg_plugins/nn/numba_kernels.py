@@ -376,14 +376,19 @@ def _geometry_args(conv) -> tuple:
     return sh, sw, dh, dw, conv.top, conv.left
 
 
+def _split_batch(n: int, work: float, work_per_thread: float, run) -> list:
+    """``run(n0, n1)`` over a batch of ``n``, split over the threads ``work`` earns."""
+    threads = min(ks.threads_for(work, work_per_thread), n)
+    if threads <= 1:
+        return [run(0, n)]
+    # a few pieces a thread, taken as they come (a thread kept off its core leaves its pieces)
+    pieces = ks.split(n, min(n, PIECES_PER_THREAD * threads))
+    return ks.parallel(lambda i: run(*pieces[i]), len(pieces), threads)
+
+
 def _batch_parts(conv, run) -> list:
     """``run(n0, n1)`` over the batch, split over the threads the convolution's size earns."""
-    threads = min(ks.threads_for(conv.flops, _DEPTHWISE_FLOPS_PER_THREAD), conv.n)
-    if threads <= 1:
-        return [run(0, conv.n)]
-    # a few pieces a thread, taken as they come (a thread kept off its core leaves its pieces)
-    pieces = ks.split(conv.n, min(conv.n, PIECES_PER_THREAD * threads))
-    return ks.parallel(lambda i: run(*pieces[i]), len(pieces), threads)
+    return _split_batch(conv.n, conv.flops, _DEPTHWISE_FLOPS_PER_THREAD, run)
 
 
 def _depthwise_factory(kind: str):
@@ -632,12 +637,10 @@ def _max_pool_grad(op, ctx):
                 return checked(orig_input, orig_output, grad)     # its error
             x, g = np.ascontiguousarray(orig_input), np.ascontiguousarray(grad)
             dx = np.empty(x.shape, storage)
-            n, c = x.shape[0], x.shape[3]
-            threads = min(ks.threads_for(x.size, _POOL_ELEMENTS_PER_THREAD), n)
-            # a few pieces a thread, taken as they come (a thread kept off its core leaves its pieces)
-            pieces = ks.split(n, min(n, PIECES_PER_THREAD * threads)) if threads > 1 else [(0, n)]
-            ks.parallel(lambda i: loop(x, g, dx, sh, sw, kh, kw, pool.top, pool.left, *pieces[i],
-                                       np.empty(c, storage), np.empty(c, np.int64)), len(pieces), threads)
+            c = x.shape[3]
+            _split_batch(x.shape[0], x.size, _POOL_ELEMENTS_PER_THREAD,
+                         lambda n0, n1: loop(x, g, dx, sh, sw, kh, kw, pool.top, pool.left, n0, n1,
+                                             np.empty(c, storage), np.empty(c, np.int64)))
             return dx
         return max_pool_grad
     # the NumPy kernel makes ~8 passes a tap: the slowest of a CNN's step for its size
