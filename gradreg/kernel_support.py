@@ -18,7 +18,9 @@ Threads (gradreg.backends.threads, gradreg.backends.workers):
   the others on gradreg's kernel threads (``fn`` should release the GIL: a numba ``nogil``
   loop, a NumPy call); ``split(n, parts)`` cuts ``range(n)`` into contiguous pieces;
 * ``blas_threads(n)``: BLAS on at most ``n`` threads inside the ``with`` (each part of a
-  ``parallel`` kernel that calls BLAS: one), put back as the caller had it after.
+  ``parallel`` kernel that calls BLAS: one), put back as the caller had it after;
+* ``product(a, b, threads)``: ``np.matmul(a, b)`` cut among ``threads`` of gradreg's threads,
+  BLAS on one thread in each part (never BLAS's own threads, which spin long after a call).
 
 Compiled loops (the numba backend, gradreg.backends.numba):
 
@@ -44,7 +46,7 @@ from gradreg.backends.memory import Recycler
 from gradreg.backends.numba.codegen import compile_module
 from gradreg.backends.numba.description import accept_arrays, elementwise, numba_available, same_shapes
 from gradreg.backends.threads import blas_threads, max_threads, threads_for
-from gradreg.backends.workers import parallel, split
+from gradreg.backends.workers import parallel, product, split
 
 __all__ = ["Recycler", "accept_arrays", "blas_threads", "compile_module", "elementwise", "max_threads",
-           "numba_available", "parallel", "same_shapes", "split", "threads_for"]
+           "numba_available", "parallel", "product", "same_shapes", "split", "threads_for"]

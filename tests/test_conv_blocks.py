@@ -7,6 +7,7 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
 import gradreg as gr
+from gradreg.backends import threads as gr_threads
 from gradreg.backends import workers
 from gradreg.registry.kernels import ShapeMemo
 from gradreg_plugins.nn import conv
@@ -77,6 +78,38 @@ def test_blocks_shared_among_threads_give_the_single_thread_values(xs, fs, strid
     scale = tol * 100 * max(1.0, abs(inner))
     assert abs(float(np.sum(dxv.astype(np.float64) * xv)) - inner) < scale * 10
     assert abs(float(np.sum(dfv.astype(np.float64) * fv)) - inner) < scale * 10
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((1, 300, 7), (1, 7, 5)), ((1, 6, 400), (1, 400, 9)), ((3, 40, 11), (3, 11, 4)), ((2, 5, 90), (2, 90, 3)),
+    ((500,), (500, 6)), ((300, 8), (8,)), ((7, 300), (300,)),       # sums as products with ones
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_products_cut_among_gradreg_threads_never_blas_threads(a_shape, b_shape, dtype, monkeypatch):
+    """kernel_support.product: the longer of the rows and the summed dimension cut among
+    gradreg's threads (the rows of the result, or partial products added up), BLAS held to one
+    thread in every part; the values are np.matmul's. A convolution's product goes through it."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(a_shape).astype(dtype)
+    b = rng.standard_normal(b_shape).astype(dtype)
+    if a.ndim == 3 and a.shape[1] < a.shape[2]:
+        a = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)   # as a filter gradient's x^T
+    limits, calls = [], []
+    real_parallel = workers.parallel
+    blas = gr_threads._the_blas()
+
+    def parallel(fn, parts, threads=None):
+        calls.append((parts, threads))
+        return real_parallel(lambda i: limits.append(blas.current()) or fn(i), parts, threads)
+    monkeypatch.setattr(workers, "parallel", parallel)
+    monkeypatch.setattr(conv.ks, "threads_for", lambda work, per_thread: 2)
+    got = conv._matmul(a, b, 1e9) if a.ndim == 3 else conv.ks.product(a, b, 2)
+    assert calls == [(2, 2)]
+    assert len(limits) == 2 and all(limit <= 1 for limit in limits)     # 0: no BLAS threadpoolctl knows
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert got.dtype == dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * a.shape[-1])
 
 
 COMPILED_CASES = [  # input NHWC, filter, strides, dilations, padding, dtype, data format, forms used

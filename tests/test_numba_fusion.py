@@ -505,3 +505,76 @@ def test_a_bias_add_not_channels_last_or_with_a_scalar_bias_is_not_fused(rng):
     assert_backends_agree(graph, [nchw], feeds)
     from gradreg.backends.numba.description import accept_arrays
     assert accept_arrays((False, False)) and not accept_arrays((False, True))
+
+
+def test_a_group_writes_into_an_input_the_plan_hands_over(rng, monkeypatch):
+    """A fused group whose input dies at it (its last reader, nothing else holding it) writes its
+    output into that input's memory, as TensorFlow's kernels forward an input buffer: no new
+    array, no page faults for it. An input read again later, fetched or fed is left
+    alone, and every value is the NumPy plan's."""
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [32, 64], name="x")
+        w = gr.placeholder(gr.float32, [64, 64], name="w")
+        h, products = x, []
+        for i in range(6):
+            m = gr.matmul(h, w)
+            products.append(m)
+            h = gr.nn.relu(m * 0.5 + 0.1)
+            if i == 4:
+                h = h + products[1]       # a product read by two groups: the first must not take it
+        y = gr.reduce_sum(h)
+    feeds = {x: rng.standard_normal((32, 64)).astype(np.float32),
+             w: (rng.standard_normal((64, 64)) / 8).astype(np.float32)}
+    want = run(graph, [y], feeds, "numpy")[0]
+    allocated = []
+    empty = np.empty
+
+    def counted(shape, dtype=float, **kwargs):
+        if shape == (32, 64):
+            allocated.append(shape)
+        return empty(shape, dtype, **kwargs)
+    monkeypatch.setattr(np, "empty", counted)      # before the kernels are built: they bind it
+    monkeypatch.setenv("GRADREG_SIDE_TASKS", "off")
+    plan = gr.Session(graph, backend="numba").plan_for([y], [x, w])
+    assert plan._compiled.source.count(" := None)[0]") >= 4    # the groups after the last five products
+    plan.build_upgrades()
+    plan._tier_up = None
+    for _ in range(3):
+        allocated.clear()
+        (got,) = plan([feeds[x], feeds[w]])
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        # the first group reading products[1] allocates; the others are handed their product
+        assert len(allocated) == 1, allocated
+    assert kernels._HANDED is not None
+
+
+def test_a_handed_over_input_is_taken_only_when_nothing_else_holds_it(rng):
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [4, 6], name="x")
+        y = gr.tanh(x * 2.0)
+    session = gr.Session(graph, backend="numba")
+    (group,) = fused_groups_of(session, [y], [x])
+    built = group.kernel.build()
+    assert built.__name__ == "run"
+    assert group.inputs[0] is x
+    two = np.float32(2.0)
+    scope: dict = {"built": built}
+    args = ", ".join(["(a, a := None)[0]"] + ["two"] * (len(group.inputs) - 1))
+    exec(f"def hand_over(a, two):\n    return built({args})\n", scope)
+    hand_over = scope["hand_over"]
+    value = rng.standard_normal((4, 6)).astype(np.float32)
+    want = np.tanh(value * 2)
+    address = value.ctypes.data
+    out = hand_over((value, value := None)[0], two)
+    assert out.ctypes.data == address
+    np.testing.assert_allclose(out, want, rtol=2e-6)
+    # held elsewhere (a variable, a view, a read-only constant): a new array
+    value = rng.standard_normal((4, 6)).astype(np.float32)
+    for held in (value, value[:2], None):
+        if held is None:
+            value.flags.writeable = False
+        out = hand_over(value, two)
+        assert out.ctypes.data != value.ctypes.data
+        np.testing.assert_allclose(out, np.tanh(value * 2), rtol=2e-6)

@@ -11,7 +11,11 @@ variable right after its last use, at the level that owns it:
   that owner defines it unconditionally before, else by assigning None (it may never
   have been defined on this path);
 * after each loop, the variables owned inside it are set to None, covering the
-  iteration that left by ``break`` before reaching their release.
+  iteration that left by ``break`` before reaching their release;
+* a statement that can take over arrays it reads (``Stmt.handoff``: a fused elementwise
+  kernel writing its output into a dead input's memory) is rewritten to pass each variable
+  released right after it as ``(v, v := None)[0]``: the local lets go of the value before
+  the call, so inside the kernel the call's own reference is the only one left.
 
 :func:`render` turns the IR into source; :class:`CompiledFunction` compiles it and maps
 a failing line back to the node it runs.
@@ -29,11 +33,14 @@ _function_ids = itertools.count()
 
 @dataclass
 class Stmt:
-    """One line of code: defines ``defs``, reads ``uses``; ``op`` is the node it runs (errors)."""
+    """One line of code: defines ``defs``, reads ``uses``; ``op`` is the node it runs (errors).
+    ``handoff(released)``, when set, is the line rewritten to hand over the variables in
+    ``released`` (those dropped right after it) to the call it makes."""
     text: str
     defs: tuple[str, ...] = ()
     uses: tuple[str, ...] = ()
     op: Any = None
+    handoff: Any = None
 
 
 @dataclass
@@ -57,8 +64,9 @@ class Nested:
 class Block:
     items: list[Any] = field(default_factory=list)
 
-    def add(self, text: str, defs: Iterable[str] = (), uses: Iterable[str] = (), op: Any = None) -> None:
-        self.items.append(Stmt(text, tuple(defs), tuple(uses), op))
+    def add(self, text: str, defs: Iterable[str] = (), uses: Iterable[str] = (), op: Any = None,
+            handoff: Any = None) -> None:
+        self.items.append(Stmt(text, tuple(defs), tuple(uses), op, handoff))
 
     def nest(self, header: str, is_loop: bool = False, header_uses: Iterable[str] = (), op: Any = None) -> Block:
         inner = Block()
@@ -178,6 +186,8 @@ def _apply_releases(block: Block, by_index: dict[int, list[str]]) -> None:
             continue
         definite = sorted(v for v in names if first_def.get(v, i + 1) <= i)
         maybe = sorted(set(names) - set(definite))
+        if definite and isinstance(item, Stmt) and item.handoff is not None:
+            item.text = item.handoff(set(definite))
         if definite:
             out.append(Stmt("del " + ", ".join(definite)))
         if maybe:
@@ -186,6 +196,12 @@ def _apply_releases(block: Block, by_index: dict[int, list[str]]) -> None:
 
 
 # -- rendering and compiling ------------------------------------------------------------------
+
+def handed_over(name: str) -> str:
+    """The expression passing variable ``name``'s value to a call while the local lets go of it
+    (Stmt.handoff)."""
+    return f"({name}, {name} := None)[0]"
+
 
 def render(block: Block, indent: int, lines: list[str], line_ops: dict[int, Any]) -> None:
     pad = "    " * indent

@@ -46,7 +46,7 @@ from gradreg.model.traversal import needed_ops, ordering_only, topological_order
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import IDENTITY, NOOP, Absorbing, Constant, KernelContext, Tiered
 from gradreg.registry.support import similar_op_types
-from gradreg.runtime.codegen import Block, CompiledFunction, insert_releases
+from gradreg.runtime.codegen import Block, CompiledFunction, handed_over, insert_releases
 from gradreg.runtime.control_flow import DEAD, emit_control_flow
 from gradreg.runtime.executor import Fuser, InPlace
 
@@ -370,9 +370,19 @@ class Emitter:
             self.check_deadline(block, group)
             return
         targets = [self.fresh() for _ in group.outputs]
+        handoff: Callable[[set[str]], str] | None = None
         if side:
             self.side_values.append((targets[0], group))
-        block.add(f"{', '.join(targets)} = {call}", defs=targets, uses=self.local_uses(names), op=group)
+        else:
+            def hand_over(released: set[str]) -> str:
+                # an input whose variable dies here is handed over: the kernel may write its
+                # output into that array's memory (a value passed twice is not)
+                given = [handed_over(n) if n in released and names.count(n) == 1 and a == n else a
+                         for n, a in zip(names, args)]
+                return f"{', '.join(targets)} = {fn}({', '.join(given)})"
+            handoff = hand_over
+        block.add(f"{', '.join(targets)} = {call}", defs=targets, uses=self.local_uses(names), op=group,
+                  handoff=handoff)
         for t, var in zip(group.outputs, targets):
             self.names[t] = var
         if self.check_outputs:

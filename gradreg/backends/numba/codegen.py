@@ -141,6 +141,15 @@ def static_states(group: FusedGroup) -> dict[Tensor, int] | None:
     return state
 
 
+def guarded(group: FusedGroup, state: dict[Tensor, int]) -> bool:
+    """Whether the group's loop uses a float32 GUARDED function on a non-scalar value: the loop
+    then runs again with the float64 functions when an argument was out of bound, reading its
+    inputs twice (so no output may be written into an input's memory)."""
+    return any(np.dtype(description.dtype) == np.float32 and state[op.outputs[0]] != SCALAR
+               and any("{" + name + "}" in description.expr for name in GUARDED)
+               for op, description in zip(group.ops, group.descriptions))
+
+
 def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
     """Python source of a module defining ``fused(lo, hi, *inputs, *outputs)``: nested loops
     over the static full shape, the outermost from ``lo`` to ``hi`` (so that parts of it can

@@ -12,6 +12,7 @@ non-scalar inputs' shapes differ, a dtype is not the graph's, or every input is 
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from gradreg.backends.numba.codegen import (
     SCALAR,
     generate_source,
     generate_static_source,
+    guarded,
     row_dims,
     static_states,
 )
@@ -233,7 +235,9 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: _GroupK
     copies = "".join(f"            {a} = ascontiguousarray({a})\n" for a in arrays) or "            pass\n"
     full: tuple[int, ...] = tuple(group.outputs[0].shape.as_tuple())
     outs = [f"o{k}" for k in range(len(group.outputs))]
-    allocate = "".join(f"        o{k} = empty(full, e{k})\n" for k in range(len(outs)))
+    donors = _donors(group, state, full)
+    allocate = "".join(f"        o{k} = a{donors[k]} if {_sole_owner(f'a{donors[k]}')} else empty(full, e{k})\n"
+                       if k in donors else f"        o{k} = empty(full, e{k})\n" for k in range(len(outs)))
     work = math.prod(full) * len(group.ops)
     call = (f"fused(0, {full[0]}, {', '.join(params + outs)})" if work < 2 * WORK_PER_THREAD else
             f"launch(fused, {full[0]}, {work}, ({', '.join(params + outs)},))")
@@ -246,7 +250,8 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: _GroupK
               f"        return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}\n"
               f"    return general({', '.join(params)})\n")
     scope: dict[str, Any] = {"ndarray": np.ndarray, "general": general, "ascontiguousarray": np.ascontiguousarray,
-                             "empty": np.empty, "full": full, "launch": _launch}
+                             "empty": np.empty, "full": full, "launch": _launch, "refs": sys.getrefcount,
+                             "HANDED": _HANDED}
     specs: list[tuple[Any, int]] = [(np.dtype(np.int64), 0), (np.dtype(np.int64), 0)]
     for k, t in enumerate(group.inputs):
         shape = tuple(t.shape.as_list())
@@ -262,6 +267,56 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: _GroupK
     exec(compile(source, f"<gradreg-fused-{group.name}>", "exec"), scope)
     run: Callable[..., Any] = scope["run"]
     return run
+
+
+def _donors(group: FusedGroup, state: dict[Tensor, int], full: tuple[int, ...]) -> dict[int, int]:
+    """Output k -> the input j whose memory the loop may write output k into when the plan
+    hands that input over (its last use; Stmt.handoff): an input of the full shape and the
+    output's type, each input at most once. None in a loop that reads its inputs twice
+    (codegen.guarded), nor when handing over cannot be told from keeping (_HANDED)."""
+    if _HANDED is None or guarded(group, state):
+        return {}
+    donors: dict[int, int] = {}
+    for k, out in enumerate(group.outputs):
+        storage = np.dtype(np.bool_) if out.dtype is dtypes.bool_ else out.known_dtype.storage
+        for j, t in enumerate(group.inputs):
+            if j not in donors.values() and state[t] == FULL and tuple(t.shape.as_tuple()) == full \
+                    and t.known_dtype.storage == storage:
+                donors[k] = j
+                break
+    return donors
+
+
+def _sole_owner(a: str) -> str:
+    """The test, in a static kernel's ``run``, that array ``a`` was handed over and nothing else
+    holds it or its memory: its references are the handed-over count (no variable, view or
+    result of the caller's holds it), it is writable, and it owns its memory or is the only
+    view of a whole array that nothing else holds (a product reshaped). A copy made by ``run``
+    itself (ascontiguousarray) passes too: it is ``run``'s own."""
+    return (f"refs({a}) == HANDED and {a}.flags.writeable and ({a}.base is None or "
+            f"(type({a}.base) is ndarray and {a}.base.base is None and {a}.base.nbytes == {a}.nbytes "
+            f"and refs({a}.base) == 2))")
+
+
+def _handed_count() -> int | None:
+    """``sys.getrefcount`` of an array inside a kernel the plan handed it to
+    (``(v, v := None)[0]``), measured on this interpreter; None if an array the caller still
+    holds shows the same count (an interpreter that lends references: nothing is handed over)."""
+    def count(a: Any) -> int:
+        return sys.getrefcount(a)
+
+    def handed() -> int:
+        v: Any = np.empty(1)
+        return count((v, v := None)[0])   # noqa: F841 (v is let go, as the plan does)
+
+    def kept() -> int:
+        v: Any = np.empty(1)
+        return count(v)
+    h, k = handed(), kept()
+    return h if h < k else None
+
+
+_HANDED = _handed_count()
 
 
 def _launch(loop: Any, outer: int, work: int, args: tuple[Any, ...]) -> None:

@@ -1,8 +1,6 @@
 """NumPy kernels of the math family's reductions, arg-reductions, scans and segment ops."""
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 from gradreg import kernel_support as ks
@@ -107,7 +105,6 @@ GEMV_THREADED = 9216
 # 16.50 -> 15.68 ms, slim DenseNet 26.79 -> 25.47 ms from 4608 elements a thread before; the
 # MLP step, whose products keep those threads busy anyway, 6.35 / 6.51 ms and 5.51 / 5.40 ms).
 SUM_ELEMENTS_PER_THREAD = 1 << 19
-_UNCHANGED = contextlib.nullcontext()     # below GEMV_THREADED: BLAS's count left as it is
 
 
 def _outer_sum(axes: tuple[int, ...], rank: int, keep: bool):
@@ -134,10 +131,14 @@ def _outer_sum(axes: tuple[int, ...], rank: int, keep: bool):
     def outer(x):
         matrix, vector, result = known.get((x.shape, x.dtype), lambda: setup(x))
         # OpenBLAS runs a product with a vector on all its threads from GEMV_THREADED
-        # elements on; there the count gradreg chooses (one thread under load), and none is
-        # set below it (setting BLAS's thread count costs 10-30 us, more than a small sum).
-        with (ks.blas_threads(ks.threads_for(x.size, SUM_ELEMENTS_PER_THREAD))
-              if x.size >= GEMV_THREADED else _UNCHANGED):
+        # elements on; there gradreg's threads take its parts instead, BLAS on one thread in
+        # each (ks.product: OpenBLAS's threads spin long after a call), and nothing is set
+        # below it (setting BLAS's thread count costs 10-30 us, more than a small sum).
+        if x.size >= GEMV_THREADED:
+            threads = ks.threads_for(x.size, SUM_ELEMENTS_PER_THREAD)
+            total = ks.product(vector, x.reshape(matrix), threads) if leading else \
+                ks.product(x.reshape(matrix), vector, threads)
+        else:
             total = np.dot(vector, x.reshape(matrix)) if leading else np.dot(x.reshape(matrix), vector)
         return total.reshape(result)
     return outer

@@ -171,7 +171,7 @@ class _Conv:
         return df.transpose(1, 2, 3, 0, 4).reshape(self.kh, self.kw, self.c // self.groups, self.out_channels)
 
 
-# Products of at least this many flops per thread get more than one BLAS thread (when free).
+# Products of at least this many flops per thread are cut among threads (when free).
 BLAS_FLOPS_PER_THREAD = 8e6
 # Convolutions of at least this many flops per thread share their batch blocks among threads
 # (float64 flops count two: the slim ResNet in float64, whose 3 -> 8 channel convolutions of
@@ -190,9 +190,13 @@ def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _matmul(a: np.ndarray, b: np.ndarray, flops: float) -> np.ndarray:
-    """a @ b with BLAS threads for ``flops``."""
-    with ks.blas_threads(ks.threads_for(flops, BLAS_FLOPS_PER_THREAD)):
-        return _product(a, b)
+    """a @ b on the threads ``flops`` earns: gradreg's, BLAS on one thread in each part
+    (kernel_support.product)."""
+    threads = ks.threads_for(flops, BLAS_FLOPS_PER_THREAD)
+    if threads <= 1:
+        with ks.blas_threads(1):
+            return _product(a, b)
+    return ks.product(a, b, threads)
 
 
 def _over_batch(conv: _Conv, bytes_per_entry: int, work, itemsize: int) -> list:
