@@ -1,7 +1,7 @@
 """The neutral benchmark protocol of issue 31: every contender in its own process, taking turns.
 
     python bench/protocol.py [--workload mlp --workload cnn ...] [--warmup 100] [--rounds 12] [--turn 3]
-                             [--gap 0.5] [--cold-calls 150] [--no-cold] [--no-warm] [--python PATH ...]
+                             [--gap 0.5] [--runs 3] [--cold-calls 150] [--no-cold] [--no-warm] [--python PATH ...]
 
 For each workload the contenders (gradreg and the references it is held to: TensorFlow's
 session, JAX's jit, NumPy by hand, where each applies) run in processes of their own:
@@ -12,7 +12,10 @@ session, JAX's jit, NumPy by hand, where each applies) run in processes of their
   calls), the order of the turns turned each round so that each contender follows each other
   one as often. Twice: **back to back** (a turn starts when the one before ends: a neighbour's
   threads may still spin, as on a shared machine) and **with idle gaps** (``--gap`` seconds,
-  0.5, of nobody running before each turn: a pool that went to sleep wakes up).
+  0.5, of nobody running before each turn: a pool that went to sleep wakes up). ``--runs 3``
+  does it three times, fresh processes each run, and then prints every contender's median of
+  each run and gradreg's ratio to the best reference in each (issue 31's targets hold in three
+  runs: their spread is the figure, not one run's).
 * **cold cache**: each contender alone in a fresh process, gradreg with an empty kernel cache
   (GRADREG_CACHE_DIR in a new directory), every call timed from the first, ``--cold-calls``
   of them: the first call, the slowest call after it against the warm median (target: <= 3x),
@@ -296,6 +299,33 @@ def report(title: str, results: dict[str, dict[str, Samples]], targets: dict[str
     return medians
 
 
+def across_runs(title: str, runs: list[dict[str, dict[str, Samples]]]) -> None:
+    """The warm part's figures over ``--runs`` runs (each in fresh processes): every contender's
+    median of each run, and gradreg's ratio to the best reference in each run, with their spread."""
+    print(f"{title} over {len(runs)} runs (each run's median; min-max over the runs):")
+    for schedule in runs[0]:
+        print(f"  {schedule}:")
+        per_run = [{n: s.quartiles()[1] for n, s in run[schedule].items()} for run in runs]
+        cpus = [{n: statistics.median(s.cpu) for n, s in run[schedule].items()} for run in runs]
+        for name in per_run[0]:
+            walls = [m[name] for m in per_run if name in m]
+            cpu = [c[name] for c in cpus if name in c]
+            print(f"    {name:<22} {statistics.median(walls) * 1e3:9.2f} ms ({min(walls) * 1e3:.2f}-"
+                  f"{max(walls) * 1e3:.2f}); CPU {statistics.median(cpu) * 1e3:.2f} ms; "
+                  f"runs: {' / '.join(f'{w * 1e3:.2f}' for w in walls)}")
+        for name in per_run[0]:
+            if not name.startswith("gradreg"):
+                continue
+            ratios = []
+            for medians in per_run:
+                references = {n: m for n, m in medians.items() if not n.startswith("gradreg") and n not in BESIDE}
+                if references and name in medians:
+                    ratios.append(medians[name] / min(references.values()))
+            if ratios:
+                print(f"    {name}: the best reference's {' / '.join(f'{r:.2f}x' for r in ratios)} "
+                      f"(max {max(ratios):.2f}x; target <= 1.0 in every run)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", action="append", help="mlp, elementwise, rnn, cnn (the three CNNs), one "
@@ -306,6 +336,8 @@ def main() -> None:
     parser.add_argument("--turn", type=int, default=3)
     parser.add_argument("--gap", type=float, default=0.5)
     parser.add_argument("--cold-calls", type=int, default=150)
+    parser.add_argument("--runs", type=int, default=1, help="the warm part this many times, fresh processes "
+                        "each run, then every contender's medians and gradreg's ratios over the runs (issue 31: 3)")
     parser.add_argument("--no-cold", action="store_true")
     parser.add_argument("--no-warm", action="store_true")
     parser.add_argument("--only", action="append", help="run only these contenders (names as printed)")
@@ -335,11 +367,19 @@ def main() -> None:
                 print(f"  {label}: left out, {why}", flush=True)
         steady: dict[str, float] = {}
         if not args.no_warm:
-            with neighbour(args.neighbour):
-                results = warm(contenders, args.warmup, args.rounds, args.turn, args.gap)
             beside = f", beside a neighbour: {args.neighbour}" if args.neighbour else ""
-            report(f"{name}, warm cache{beside} ({load()}):", results, targets)
-            steady = {n: s.quartiles()[1] for n, s in results["back to back"].items()}
+            runs = []
+            for run in range(args.runs):
+                label = f", run {run + 1} of {args.runs}" if args.runs > 1 else ""
+                with neighbour(args.neighbour):
+                    results = warm(contenders, args.warmup, args.rounds, args.turn, args.gap)
+                report(f"{name}, warm cache{beside}{label} ({load()}):", results, targets)
+                runs.append(results)
+            if len(runs) > 1:
+                across_runs(f"{name}, warm cache{beside},", runs)
+            steady = {n: statistics.median(s.quartiles()[1] for s in (r["back to back"][n] for r in runs
+                                                                       if n in r["back to back"]))
+                      for n in runs[-1]["back to back"]}
         if not args.no_cold:
             print(f"{name}, cold cache, each contender alone, timed from the first call ({load()}):", flush=True)
             for cname, figures in cold(contenders, args.cold_calls).items():

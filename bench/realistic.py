@@ -439,12 +439,19 @@ def installed() -> dict[str, bool]:
 
 
 if __name__ == "__main__":
+    import argparse
+    parser = argparse.ArgumentParser(description="Make the realistic graphs (if missing) and check every "
+                                     "contender once; bench/protocol.py measures them.")
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"graph sets, default all: {', '.join(NAMES)}")
+    wanted = parser.parse_args().names
+    if set(wanted) - set(NAMES):
+        parser.error(f"unknown graph set {sorted(set(wanted) - set(NAMES))[0]!r}: choose from {', '.join(NAMES)}")
     import foreign_cnn
     foreign_cnn.settle = lambda step, calls=2: None     # a check, not a measurement: no settling
     have = installed()
     for label, why in left_out(**have).items():
         print(f"{label}: left out, {why}", flush=True)
-    for graph_set in sys.argv[1:] or NAMES:
+    for graph_set in wanted or NAMES:
         ensure(graph_set)
         for label, factory, kwargs in contenders(graph_set, **have):
             module, function = factory.split(":")
