@@ -348,6 +348,8 @@ def main() -> None:
     parser.add_argument("--python", action="append", default=[], help="NAME=PATH[:SRC]: gradreg again, run by "
                         "the interpreter PATH with the source tree SRC first on sys.path (A/B of two versions)")
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be 1 or more")
     known = workloads()
     chosen = []
     for w in args.workload or [name for name in known if name not in LARGE]:
