@@ -271,6 +271,12 @@ def cold(contenders: list[Contender], calls: int) -> dict[str, Cold]:
     return found
 
 
+def references(medians: dict[str, float]) -> dict[str, float]:
+    """The contenders gradreg's ratio is taken against: not a gradreg, not one run beside
+    (BESIDE: onnxruntime's forward alone is not the same work)."""
+    return {n: m for n, m in medians.items() if not n.startswith("gradreg") and n not in BESIDE}
+
+
 def report(title: str, results: dict[str, dict[str, Samples]], targets: dict[str, float]) -> dict[str, float]:
     print(title)
     medians: dict[str, float] = {}
@@ -279,17 +285,16 @@ def report(title: str, results: dict[str, dict[str, Samples]], targets: dict[str
         for name, s in samples.items():
             print("  " + s.line(name))
             medians[f"{schedule}/{name}"] = s.quartiles()[1]
-        references = {n: s.quartiles()[1] for n, s in samples.items()
-                      if not n.startswith("gradreg") and n not in BESIDE}
+        others = references({n: s.quartiles()[1] for n, s in samples.items()})
         for name, s in samples.items():
-            if not name.startswith("gradreg") or not references:
+            if not name.startswith("gradreg") or not others:
                 continue
             mine = s.quartiles()[1]
-            best = min(references, key=references.__getitem__)
-            line = f"    {name}: {mine / references[best]:.2f}x the best reference ({best}; target <= 1.0)"
+            best = min(others, key=others.__getitem__)
+            line = f"    {name}: {mine / others[best]:.2f}x the best reference ({best}; target <= 1.0)"
             for ref, ratio in targets.items():
-                if ref in references:
-                    line += f", {mine / references[ref]:.2f}x {ref} (target <= {ratio})"
+                if ref in others:
+                    line += f", {mine / others[ref]:.2f}x {ref} (target <= {ratio})"
             print(line)
         for name, s in samples.items():      # --python: each other version against this one
             base = name.split(" [")[0]
@@ -316,11 +321,8 @@ def across_runs(title: str, runs: list[dict[str, dict[str, Samples]]]) -> None:
         for name in per_run[0]:
             if not name.startswith("gradreg"):
                 continue
-            ratios = []
-            for medians in per_run:
-                references = {n: m for n, m in medians.items() if not n.startswith("gradreg") and n not in BESIDE}
-                if references and name in medians:
-                    ratios.append(medians[name] / min(references.values()))
+            ratios = [medians[name] / min(others.values()) for medians in per_run
+                      if name in medians and (others := references(medians))]
             if ratios:
                 print(f"    {name}: the best reference's {' / '.join(f'{r:.2f}x' for r in ratios)} "
                       f"(max {max(ratios):.2f}x; target <= 1.0 in every run)")
@@ -379,8 +381,7 @@ def main() -> None:
                 runs.append(results)
             if len(runs) > 1:
                 across_runs(f"{name}, warm cache{beside},", runs)
-            steady = {n: statistics.median(s.quartiles()[1] for s in (r["back to back"][n] for r in runs
-                                                                       if n in r["back to back"]))
+            steady = {n: statistics.median(r["back to back"][n].quartiles()[1] for r in runs if n in r["back to back"])
                       for n in runs[-1]["back to back"]}
         if not args.no_cold:
             print(f"{name}, cold cache, each contender alone, timed from the first call ({load()}):", flush=True)

@@ -444,8 +444,9 @@ if __name__ == "__main__":
                                      "contender once; bench/protocol.py measures them.")
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"graph sets, default all: {', '.join(NAMES)}")
     wanted = parser.parse_args().names
-    if set(wanted) - set(NAMES):
-        parser.error(f"unknown graph set {sorted(set(wanted) - set(NAMES))[0]!r}: choose from {', '.join(NAMES)}")
+    unknown = [n for n in wanted if n not in NAMES]
+    if unknown:
+        parser.error(f"unknown graph set {unknown[0]!r}: choose from {', '.join(NAMES)}")
     import foreign_cnn
     foreign_cnn.settle = lambda step, calls=2: None     # a check, not a measurement: no settling
     have = installed()
