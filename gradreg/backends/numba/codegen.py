@@ -151,16 +151,18 @@ def guarded(group: FusedGroup, state: dict[Tensor, int]) -> bool:
 
 
 def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
-    """Python source of a module defining ``fused(lo, hi, *inputs, *outputs)``: nested loops
-    over the static full shape, the outermost from ``lo`` to ``hi`` (so that parts of it can
-    run in threads), each row input indexed by the trailing indices (and 0 in its leading ones)."""
-    full = group.outputs[0].shape.as_list()
-    rank = len(full)
+    """Python source of a module defining ``fused(lo, hi, n1, ..., *inputs, *outputs)``:
+    nested loops over the full shape, the outermost from ``lo`` to ``hi`` (so that parts of it
+    can run in threads), the others over the extents ``n1``... of the full shape's other
+    dimensions, each row input indexed by the trailing indices (and 0 in its leading ones).
+    The extents are arguments, not constants, so that the groups of a graph that differ only
+    in their sizes (a network's repeated blocks) share one module: one compile, one load."""
+    rank = len(group.outputs[0].shape.as_tuple())
     indices = [f"i{d}" for d in range(rank)]
     names: dict[Tensor, str] = {}
     before: list[str] = []    # scalar inputs (NumPy scalars) and what only they give: computed once
     reads: list[str] = []
-    params = ["lo", "hi"]
+    params = ["lo", "hi", *(f"n{d}" for d in range(1, rank))]
     for k, t in enumerate(group.inputs):
         params.append(f"a{k}")
         names[t] = f"x{k}"
@@ -176,7 +178,7 @@ def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
     helpers: set[str] = set()
 
     def nest(body: list[str], depth: int) -> list[str]:
-        lines = ["    " * (depth + d) + (f"for i{d} in range(lo, hi):" if d == 0 else f"for i{d} in range({full[d]}):")
+        lines = ["    " * (depth + d) + (f"for i{d} in range(lo, hi):" if d == 0 else f"for i{d} in range(n{d}):")
                  for d in range(rank)]
         return lines + ["    " * (depth + rank) + line for line in body]
     return _guarded_loops(group, state, names, helpers, before, reads, writes, params, nest)

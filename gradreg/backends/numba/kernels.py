@@ -239,8 +239,9 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: _GroupK
     allocate = "".join(f"        o{k} = a{donors[k]} if {_sole_owner(f'a{donors[k]}')} else empty(full, e{k})\n"
                        if k in donors else f"        o{k} = empty(full, e{k})\n" for k in range(len(outs)))
     work = math.prod(full) * len(group.ops)
-    call = (f"fused(0, {full[0]}, {', '.join(params + outs)})" if work < 2 * WORK_PER_THREAD else
-            f"launch(fused, {full[0]}, {work}, ({', '.join(params + outs)},))")
+    extents = [str(n) for n in full[1:]]    # the loop's inner extents (arguments: see the codegen)
+    call = (f"fused(0, {', '.join([str(full[0])] + extents + params + outs)})" if work < 2 * WORK_PER_THREAD else
+            f"launch(fused, {full[0]}, {work}, ({', '.join(extents + params + outs)},))")
     source = (f"def run({', '.join(params)}):\n"
               f"    if {checks}:\n"
               f"        if not ({contiguous}):\n"
@@ -252,7 +253,7 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: _GroupK
     scope: dict[str, Any] = {"ndarray": np.ndarray, "general": general, "ascontiguousarray": np.ascontiguousarray,
                              "empty": np.empty, "full": full, "launch": _launch, "refs": sys.getrefcount,
                              "HANDED": _HANDED}
-    specs: list[tuple[Any, int]] = [(np.dtype(np.int64), 0), (np.dtype(np.int64), 0)]
+    specs: list[tuple[Any, int]] = [(np.dtype(np.int64), 0)] * (len(full) + 1)   # lo, hi, extents
     for k, t in enumerate(group.inputs):
         shape = tuple(t.shape.as_list())
         scope[f"s{k}"] = shape
@@ -262,7 +263,7 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: _GroupK
         scope[f"e{k}"] = np.bool_ if t.dtype is dtypes.bool_ else t.known_dtype.storage
         specs.append((scope[f"e{k}"], len(full)))
     loop = load_kernel(generate_static_source(group, state))
-    precompile(loop, specs, (False, False, *general.readonly))     # (lo, hi) then the inputs
+    precompile(loop, specs, (False,) * (len(full) + 1) + general.readonly)     # (lo, hi, extents) then the inputs
     scope["fused"] = loop
     exec(compile(source, f"<gradreg-fused-{group.name}>", "exec"), scope)
     run: Callable[..., Any] = scope["run"]
