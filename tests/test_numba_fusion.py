@@ -297,6 +297,37 @@ def test_static_shapes_are_compiled_into_the_group(rng):
     assert not codegen.generate_static_source(y_group, codegen.static_states(y_group)).count("reshape")
 
 
+def test_groups_that_differ_only_in_size_share_one_loop(rng):
+    """A network's repeated blocks give groups of the same ops at different sizes: their static
+    loops take the extents as arguments, so they are one module, compiled and loaded once, and
+    each computes its own size right (the outermost extent split over threads or not)."""
+    graph = gr.Graph()
+    outputs, feeds = [], []
+    with graph.as_default():
+        for k, shape in enumerate([(2, 5, 7, 8), (3, 4, 4, 24), (64, 64, 32, 16)]):
+            x = gr.placeholder(gr.float32, shape, name=f"x{k}")
+            b = gr.placeholder(gr.float32, shape[-1:], name=f"b{k}")
+            outputs.append(gr.nn.relu6(x * 0.5 + b) * x)
+            feeds.append((x, b))
+    session = gr.Session(graph, backend="numba")
+    planned = [fused_groups_of(session, [y], list(f))[0] for y, f in zip(outputs, feeds)]
+    sources = {codegen.generate_static_source(g, codegen.static_states(g)) for g in planned}
+    assert len(sources) == 1
+    (source,) = sources
+    assert "range(n3)" in source and "range(8)" not in source and "range(24)" not in source
+    values = {}
+    for (x, b) in feeds:
+        values[x] = rng.standard_normal(x.shape.as_tuple()).astype(np.float32) * 4
+        values[b] = rng.standard_normal(b.shape.as_tuple()).astype(np.float32)
+    for group, (x, b) in zip(planned, feeds):
+        built = group.kernel.build()
+        assert built.__name__ == "run" and built.__globals__["fused"] is cache.load_kernel(source)
+        got = built(*[values.get(t, np.float32(0.5)) for t in group.inputs])
+        want = np.clip(values[x] * 0.5 + values[b], 0, 6) * values[x]
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+    assert_backends_agree(graph, outputs, values)
+
+
 def test_read_only_inputs_take_the_precompiled_loops(rng):
     # A plan's constants are read-only arrays, a type of their own to numba. The loops are
     # built for the inputs the NumPy kernels were given, so the first compiled call compiles

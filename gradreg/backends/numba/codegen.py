@@ -8,8 +8,9 @@ which generated modules import. Two shapes of loop:
 
 * general (:func:`generate_source`): one loop over the flattened full values, scalar inputs
   read once before it, trailing-row inputs (a bias) indexed by the position in the row;
-* static (:func:`generate_static_source`): every shape known, compiled into nested loops
-  that index inputs in place and allocate the outputs.
+* static (:func:`generate_static_source`): every shape known, nested loops (one a
+  dimension, the extents passed in: groups that differ only in size share a module) that
+  index inputs in place, writing outputs the wrapper allocated.
 
 The loops are serial: on the 2-core machine a ``parallel=True``/``prange`` loop measured
 slower (thread hand-off, and both cores are often busy), and takes longer to compile.

@@ -3,11 +3,12 @@
 A group's kernel is Tiered (gradreg.registry.kernels): its ops' NumPy kernels, one by one,
 until the compiled loop is built (gradreg.backends.numba.jit says when). The built kernel:
 when every value of a group has a fully known static shape (the common case: a layer's
-activations), the shapes are compiled into the loop and the plan calls a wrapper that only
-checks the inputs before calling numba; anything unexpected takes the general path, which
-compiles a variant per pattern of scalar inputs (:class:`_Variant`) -- in the background
-too, the NumPy kernels serving meanwhile -- and falls back to the NumPy kernels when the
-non-scalar inputs' shapes differ, a dtype is not the graph's, or every input is a scalar.
+activations), the loop nests one level a dimension and the plan calls a wrapper that only
+checks the inputs (their shapes are constants of the wrapper) before calling numba;
+anything unexpected takes the general path, which compiles a variant per pattern of scalar
+inputs (:class:`_Variant`) -- in the background too, the NumPy kernels serving meanwhile --
+and falls back to the NumPy kernels when the non-scalar inputs' shapes differ, a dtype is
+not the graph's, or every input is a scalar.
 """
 from __future__ import annotations
 
