@@ -437,6 +437,40 @@ def test_depthwise_loops_split_the_batch_like_one_thread(monkeypatch):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
+def test_frozen_weights_take_the_loops_built_in_the_background(monkeypatch):
+    """A frozen graph's filter and bias are plan constants, read-only arrays: a type of their
+    own to numba. The loops, built for writable arrays, are given a copy, so no call compiles
+    a read-only variant in the caller's thread."""
+    from numba import types
+
+    from gradreg_plugins.nn import numba_kernels
+    monkeypatch.setenv("GRADREG_JIT", "eager")
+    rng = np.random.default_rng(8)
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [2, 7, 7, 3])
+        f = gr.constant(rng.standard_normal((3, 3, 3, 2)).astype(np.float32))
+        b = gr.constant(rng.standard_normal(6).astype(np.float32))
+        y = gr.apply_op("DepthwiseConv2dNative", x, f, strides=[1, 1, 1, 1], padding="SAME")
+        dy = gr.placeholder(gr.float32, [2, 7, 7, 6])
+        dx = gr.apply_op("DepthwiseConv2dNativeBackpropInput", gr.constant([2, 7, 7, 3]), f, dy,
+                         strides=[1, 1, 1, 1], padding="SAME")
+        z = gr.apply_op("BiasAdd", gr.transpose(y, [0, 3, 1, 2]), b, data_format="NCHW")  # not fused
+    values = {x: rng.standard_normal((2, 7, 7, 3)).astype(np.float32),
+              dy: rng.standard_normal((2, 7, 7, 6)).astype(np.float32)}
+    want = gr.Session(graph, backend="numpy").run([y, dx, z], values)
+    session = gr.Session(graph, backend="numba")
+    for _ in range(2):
+        got = session.run([y, dx, z], values)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    depthwise = numba_kernels._depthwise_loops(np.dtype(np.float32))
+    bias = numba_kernels._loops(np.dtype(np.float32)).bias_add_middle
+    assert depthwise.forward.signatures and bias.signatures
+    for loop in (depthwise.forward, depthwise.backprop_input, bias):
+        assert all(t.mutable for sig in loop.signatures for t in sig if isinstance(t, types.Array)), loop
+
+
 # -- max pooling's gradient: the compiled loop against TensorFlow's numbers (tests/data/ops_nn) ------
 
 def _max_pool_grad_cases():

@@ -198,7 +198,7 @@ def _bias_add(op, ctx):
                 return checked(value, bias)
             out = np.empty(value.shape, value.dtype)
             dims = _three_dims(value.shape, axis)[:2] if last else _three_dims(value.shape, axis)
-            loop(np.ascontiguousarray(value).reshape(dims), np.ascontiguousarray(bias), out.reshape(dims))
+            loop(np.ascontiguousarray(value).reshape(dims), _writable(np.ascontiguousarray(bias)), out.reshape(dims))
             return out
         return bias_add
     tiered = Tiered(checked, build, f"{op.type} {op.name}", weight=_work(op))
@@ -413,6 +413,14 @@ def _work(op) -> float:
     return float(max((t.shape.num_elements() or 0 for t in (*op.inputs, *op.outputs)), default=0))
 
 
+def _writable(a: np.ndarray) -> np.ndarray:
+    """``a``, or a copy of it when it is read-only: a plan's constant (a frozen graph's filter or
+    bias) is a type of its own to numba, and a loop compiled for writable arrays would be
+    compiled again for it at call time, in the caller's thread (about a second). Weights are
+    small next to the activations: the copy costs microseconds."""
+    return a if a.flags.writeable else a.copy()
+
+
 def _usable(conv, storage, *arrays) -> bool:
     """Whether the loops take these arrays (else the NumPy kernel runs, raising its errors)."""
     return not conv.empty and all(a.dtype == storage for a in arrays)
@@ -422,7 +430,7 @@ def _forward(loops, setup, fmt, storage, checked, *args):
     conv, x, f = setup(*args)
     if not _usable(conv, storage, x, f):
         return checked(*args)
-    x, f = np.ascontiguousarray(x), np.ascontiguousarray(f)
+    x, f = np.ascontiguousarray(x), _writable(np.ascontiguousarray(f))
     out = np.empty((conv.n, conv.oh, conv.ow, conv.out_channels), storage)
     geometry = _geometry_args(conv)
     _batch_parts(conv, lambda n0, n1: loops.forward(x, f, out, *geometry, n0, n1))
@@ -433,7 +441,7 @@ def _input(loops, setup, fmt, storage, checked, *args):
     conv, f, dy = setup(*args)
     if not _usable(conv, storage, f, dy):
         return checked(*args)
-    f, dy = np.ascontiguousarray(f), np.ascontiguousarray(dy)
+    f, dy = _writable(np.ascontiguousarray(f)), np.ascontiguousarray(dy)
     dx = np.empty((conv.n, conv.h, conv.w, conv.c), storage)
     geometry = _geometry_args(conv)
     _batch_parts(conv, lambda n0, n1: loops.backprop_input(dy, f, dx, *geometry, n0, n1))
