@@ -35,6 +35,12 @@ from dataclasses import dataclass, field
 BENCH = pathlib.Path(__file__).resolve().parent
 
 
+def tree_path(src: str) -> str:
+    """PYTHONPATH that runs gradreg from the source tree ``src`` (``git archive <commit> | tar
+    -x -C SRC``): the tree, its plugins, then bench/ itself."""
+    return os.pathsep.join([src, os.path.join(src, "plugins"), str(BENCH)])
+
+
 def interleaved_medians(contenders: dict[str, Callable[[], object]], repeats: int,
                         warmup: int = 3) -> dict[str, float]:
     """Median seconds per call of each contender, measured round-robin."""

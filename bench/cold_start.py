@@ -31,9 +31,7 @@ import sys
 import tempfile
 import time
 
-from _timing import Contender, _Worker, settling_calls
-
-BENCH = pathlib.Path(__file__).resolve().parent
+from _timing import Contender, _Worker, settling_calls, tree_path
 
 WORKLOADS = {
     "mlp": ("foreign_mlp:gradreg_step", {}),
@@ -176,7 +174,7 @@ def main() -> None:
     base = os.path.abspath(args.base)
     def tree(src: str) -> dict[str, str]:
         src = os.path.abspath(src)
-        return {"PYTHONPATH": os.pathsep.join([src, os.path.join(src, "plugins"), str(BENCH)])}
+        return {"PYTHONPATH": tree_path(src)}
     versions = {"base": tree(base), "this": {}}
     for spec in args.tree:
         label, _, src = spec.partition("=")

@@ -24,7 +24,8 @@ import sys
 import tempfile
 import time
 
-from cold_start import BENCH, WORKLOADS, load
+from _timing import BENCH, tree_path
+from cold_start import WORKLOADS, load
 
 
 def child(workload: str) -> dict:
@@ -85,8 +86,7 @@ def main() -> None:
         parser.error("--runs must be at least 1")
     versions = {"this": {"PYTHONPATH": str(BENCH)}}
     if args.base:
-        src = os.path.abspath(args.base)
-        versions["base"] = {"PYTHONPATH": os.pathsep.join([src, os.path.join(src, "plugins"), str(BENCH)])}
+        versions["base"] = {"PYTHONPATH": tree_path(os.path.abspath(args.base))}
     print(f"kernel builds from an empty cache: {os.cpu_count()} CPUs, load {load()}", flush=True)
     for workload in args.workload or ["mobilenet_v2_64"]:
         for k in range(args.runs):

@@ -48,9 +48,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from _timing import Contender, _Worker
-
-BENCH = pathlib.Path(__file__).resolve().parent
+from _timing import Contender, _Worker, tree_path
 
 
 def _have(module: str) -> bool:
@@ -138,7 +136,7 @@ def _with_python(contenders: list[Contender], others: list[str]) -> list[Contend
             if c.name.startswith("gradreg"):
                 env = dict(c.env, GRADREG_BENCH_PYTHON=python or sys.executable)
                 if src:
-                    env["PYTHONPATH"] = os.pathsep.join([src, os.path.join(src, "plugins"), str(BENCH)])
+                    env["PYTHONPATH"] = tree_path(src)
                 found.append(Contender(f"{c.name} [{label}]", c.factory, dict(c.kwargs), env))
     return found
 
