@@ -258,7 +258,7 @@ def fused_groups_of(session, fetches, feeds=()):
     return list(found.values())
 
 
-def test_static_shapes_are_compiled_into_the_group(rng):
+def test_static_shapes_take_the_static_wrapper(rng):
     graph = gr.Graph()
     with graph.as_default():
         x = gr.placeholder(gr.float32, [4, 6], name="x")
