@@ -29,6 +29,10 @@ Compiled loops (the numba backend, gradreg.backends.numba):
 * ``compile_module(source, dtype)``: a module of hand-written numba code (``{exp}`` and the
   other math-library names become their ``dtype`` versions, ``{=c}`` constants of
   ``dtype``), kept in gradreg's disk cache; its functions should be ``njit(cache=True)``;
+* ``writable(a)``: ``a``, or a copy when it is read-only. A plan's constants (a frozen graph's
+  weights, a Const's indices) are read-only arrays, a type of their own to numba: a loop given
+  one is compiled again at call time, in the caller's thread. Pass a loop's small inputs
+  through it (weights, indices); large ones the loop should not be handed read-only;
 * ``elementwise(...)`` (also in gradreg.plugin) describes an elementwise op for fusion;
   ``same_shapes`` is the ``accepts`` of ops that do not broadcast, ``accept_arrays`` of ops
   that broadcast a row but refuse scalars (BiasAdd).
@@ -43,10 +47,11 @@ Families import this module, never gradreg.backends' own modules: a backend may 
 it does these things without touching a family.
 """
 from gradreg.backends.memory import Recycler
+from gradreg.backends.numba.cache import writable
 from gradreg.backends.numba.codegen import compile_module
 from gradreg.backends.numba.description import accept_arrays, elementwise, numba_available, same_shapes
 from gradreg.backends.threads import blas_threads, max_threads, threads_for
 from gradreg.backends.workers import parallel, product, split
 
 __all__ = ["Recycler", "accept_arrays", "blas_threads", "compile_module", "elementwise", "max_threads",
-           "numba_available", "parallel", "product", "same_shapes", "split", "threads_for"]
+           "numba_available", "parallel", "product", "same_shapes", "split", "threads_for", "writable"]

@@ -412,29 +412,86 @@ def test_depthwise_loops_match_tensorflow(case, monkeypatch):
         np.testing.assert_allclose(values[j], expected, rtol=tolerance[0], atol=tolerance[1])
 
 
-def test_depthwise_loops_split_the_batch_like_one_thread(monkeypatch):
+@pytest.mark.parametrize("multiplier", [1, 2, None])
+def test_depthwise_loops_split_the_batch_like_one_thread(monkeypatch, multiplier):
     """The batch split over threads gives what one thread computes (the filter gradient's
-    partial sums added in order)."""
+    partial sums added in order); with a multiplier of 1 (its own loops), another, and one
+    the graph does not say (both built, the one for the filter given taken)."""
     from gradreg_plugins.nn import numba_kernels
     rng = np.random.default_rng(5)
+    m = multiplier or 1
     graph = gr.Graph()
     with graph.as_default():
         x = gr.placeholder(gr.float32, [6, 9, 9, 5])
-        f = gr.placeholder(gr.float32, [3, 3, 5, 2])
+        f = gr.placeholder(gr.float32, [3, 3, 5, multiplier])
         y = gr.apply_op("DepthwiseConv2dNative", x, f, strides=[1, 2, 2, 1], padding="SAME")
-        dy = gr.placeholder(gr.float32, y.shape)
+        dy = gr.placeholder(gr.float32, [6, 5, 5, 5 * multiplier if multiplier else None])
         dx = gr.apply_op("DepthwiseConv2dNativeBackpropInput", gr.constant([6, 9, 9, 5]), f, dy,
                          strides=[1, 2, 2, 1], padding="SAME")
-        df = gr.apply_op("DepthwiseConv2dNativeBackpropFilter", x, gr.constant([3, 3, 5, 2]), dy,
+        df = gr.apply_op("DepthwiseConv2dNativeBackpropFilter", x, gr.constant([3, 3, 5, m]), dy,
                          strides=[1, 2, 2, 1], padding="SAME")
+    assert numba_kernels.depthwise_variants(y.op, "forward") == ((m == 1,) if multiplier else (True, False))
+    assert numba_kernels.depthwise_variants(df.op, "filter") == (m == 1,)
     values = {x: rng.standard_normal((6, 9, 9, 5)).astype(np.float32),
-              f: rng.standard_normal((3, 3, 5, 2)).astype(np.float32),
-              dy: rng.standard_normal((6, 5, 5, 10)).astype(np.float32)}
+              f: rng.standard_normal((3, 3, 5, m)).astype(np.float32),
+              dy: rng.standard_normal((6, 5, 5, 5 * m)).astype(np.float32)}
     want = gr.Session(graph, backend="numpy").run([y, dx, df], values)
     monkeypatch.setattr(numba_kernels.ks, "threads_for", lambda work, per_thread: 3)
-    got = gr.Session(graph, backend="numba").run([y, dx, df], values)
+    monkeypatch.setenv("GRADREG_JIT", "eager")
+    session = gr.Session(graph, backend="numba")
+    plan = session.plan_for([y, dx, df], list(values))
+    assert sum(type(plan._fn.__globals__[name]).__name__ == "function" for name, _ in plan.upgrades) == 3
+    got = session.run([y, dx, df], values)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    got = session.run([y, dx, df], values)      # the compiled loops' results, not the NumPy kernels'
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, filt, strides, forward, backprop_input, backprop_filter", [
+    ([2, 8, 8, 16], [1, 1, 16, 4], [1, 1, 1, 1], False, False, False),   # pointwise: one product
+    ([2, 8, 8, 3], [3, 3, 3, 8], [1, 2, 2, 1], False, True, False),      # a stem: strided, few channels
+    ([2, 8, 8, 16], [3, 3, 16, 4], [1, 1, 1, 1], True, False, True),     # 16 -> 4: the tap form
+    ([2, 8, 8, 8], [3, 3, 8, 8], [1, 1, 1, 1], False, False, False),     # as many each way: im2col
+    ([2, 8, 8, 4], [3, 3, 4, 8], [1, 1, 1, 1], False, True, False),      # 4 -> 8: col2im
+    ([2, 8, 8, 4], [1, 1, 4, 8], [1, 2, 2, 1], False, True, False),      # 1x1 strided: not pointwise
+    ([2, 8, 8, None], [3, 3, None, 4], [1, 1, 1, 1], True, True, True),  # unknown channels: may run
+])
+def test_convolutions_compile_only_the_loops_their_shapes_can_take(monkeypatch, shape, filt, strides, forward,
+                                                                  backprop_input, backprop_filter):
+    """A convolution node whose static shapes show the NumPy form is the one every call takes
+    gets the NumPy kernel alone (nothing compiled for it); the others a compiled loop, which
+    gives the NumPy kernel's values."""
+    from gradreg_plugins.nn import conv
+    rng = np.random.default_rng(3)
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, shape)
+        f = gr.placeholder(gr.float32, filt)
+        y = gr.apply_op("Conv2D", x, f, strides=strides, padding="SAME")
+        dy = gr.placeholder(gr.float32, y.shape)
+        dx = gr.apply_op("Conv2DBackpropInput", gr.constant(shape), f, dy, strides=strides, padding="SAME") \
+            if None not in shape else None
+        df = gr.apply_op("Conv2DBackpropFilter", x, gr.constant(filt), dy, strides=strides, padding="SAME") \
+            if None not in filt else None
+    assert conv.compiled_loop_may_run(y.op, "forward") is forward
+    if dx is not None:
+        assert conv.compiled_loop_may_run(dx.op, "input") is backprop_input
+        assert conv.compiled_loop_may_run(df.op, "filter") is backprop_filter
+        full = [n if n is not None else 5 for n in shape]
+        values = {x: rng.standard_normal(full).astype(np.float32),
+                  f: rng.standard_normal(filt).astype(np.float32)}
+        values[dy] = rng.standard_normal(gr.Session(graph, backend="numpy").run(y, values).shape).astype(np.float32)
+        want = gr.Session(graph, backend="numpy").run([y, dx, df], values)
+        monkeypatch.setenv("GRADREG_JIT", "eager")       # the compiled loops from the first call
+        session = gr.Session(graph, backend="numba")
+        plan = session.plan_for([y, dx, df], list(values))
+        assert len(plan.upgrades) == forward + backprop_input + backprop_filter
+        for _ in range(2):
+            got = session.run([y, dx, df], values)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
 
 
 def test_frozen_weights_take_the_loops_built_in_the_background(monkeypatch):
@@ -464,11 +521,57 @@ def test_frozen_weights_take_the_loops_built_in_the_background(monkeypatch):
         got = session.run([y, dx, z], values)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
-    depthwise = numba_kernels._depthwise_loops(np.dtype(np.float32))
+    forward, backprop_input = (numba_kernels._depthwise_loop(np.dtype(np.float32), kind, False)   # multiplier 2
+                               for kind in ("forward", "input"))
     bias = numba_kernels._loops(np.dtype(np.float32)).bias_add_middle
-    assert depthwise.forward.signatures and bias.signatures
-    for loop in (depthwise.forward, depthwise.backprop_input, bias):
+    assert forward.signatures and bias.signatures
+    for loop in (forward, backprop_input, bias):
         assert all(t.mutable for sig in loop.signatures for t in sig if isinstance(t, types.Array)), loop
+
+
+def test_constant_ids_and_data_take_the_loops_built_in_the_background(monkeypatch):
+    """A Const's indices or data reach the scatter and resize loops read-only; they get a
+    writable copy (kernel_support.writable), so no call compiles a read-only variant in the
+    caller's thread. Values as the NumPy backend's."""
+    from numba import types
+
+    from gradreg import kernel_support as ks
+    from gradreg_plugins.image import numba_kernels as image_kernels
+    from gradreg_plugins.math import numba_kernels as math_kernels
+    monkeypatch.setenv("GRADREG_JIT", "eager")
+    rng = np.random.default_rng(9)
+    graph = gr.Graph()
+    with graph.as_default():
+        data = gr.placeholder(gr.float32, [6, 4])
+        ids = gr.constant(np.array([0, 2, 1, 0, 2, 2], np.int32))
+        total = gr.apply_op("UnsortedSegmentSum", data, ids, gr.constant(3))
+        largest = gr.apply_op("UnsortedSegmentMax", data, ids, gr.constant(3))
+        fed_ids = gr.placeholder(gr.int32, [6])
+        of_const = gr.apply_op("UnsortedSegmentSum", gr.constant(rng.standard_normal((6, 4)).astype(np.float32)),
+                               fed_ids, gr.constant(3))
+        scattered = gr.apply_op("ScatterNd", gr.constant(np.array([[1], [3]], np.int32)),
+                                gr.constant(rng.standard_normal((2, 4)).astype(np.float32)),
+                                gr.constant(np.array([5, 4], np.int32)))
+        image = gr.constant(rng.standard_normal((1, 5, 6, 2)).astype(np.float32))
+        resized = gr.apply_op("ResizeBilinear", image, gr.constant(np.array([7, 9], np.int32)))
+    feeds = {data: rng.standard_normal((6, 4)).astype(np.float32), fed_ids: np.array([0, 1, 1, 2, 0, 0], np.int32)}
+    fetches = [total, largest, of_const, scattered, resized]
+    want = gr.Session(graph, backend="numpy").run(fetches, feeds)
+    session = gr.Session(graph, backend="numba")
+    for _ in range(2):
+        for got, expected in zip(session.run(fetches, feeds), want):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    scatter = math_kernels._scatter_module()
+    loops = [scatter.scatter_add, scatter.scatter_max, image_kernels._loops(np.float32).rows,
+             image_kernels._loops(np.float32).cols]
+    for loop in loops:
+        assert loop.signatures, loop
+        assert all(t.mutable for sig in loop.signatures for t in sig if isinstance(t, types.Array)), loop
+    frozen = np.arange(3.0)
+    frozen.flags.writeable = False
+    copy, kept = ks.writable(frozen), np.arange(3.0)
+    assert copy.flags.writeable and copy is not frozen and np.array_equal(copy, frozen)
+    assert ks.writable(kept) is kept and ks.writable(2.5) == 2.5
 
 
 # -- max pooling's gradient: the compiled loop against TensorFlow's numbers (tests/data/ops_nn) ------

@@ -86,3 +86,32 @@ def test_bad_gradient_shape_goes_to_the_numpy_kernel():
     session.run(init)
     with pytest.raises(ExecutionError, match="same shape"):
         session.run(train, {grad: np.ones((7, 4), np.float32)})
+
+
+def test_a_constant_gradient_takes_the_loop_built_in_the_background(monkeypatch):
+    """A Const's gradient reaches the update read-only; the loop gets a writable copy, so no
+    call compiles a read-only variant in the caller's thread. Values as the NumPy backend's."""
+    from numba import types
+    monkeypatch.setenv("GRADREG_JIT", "eager")
+    rng = np.random.default_rng(4)
+    start, gradient = rng.standard_normal((7, 5)).astype(np.float32), rng.standard_normal((7, 5)).astype(np.float32)
+    results = {}
+    for backend in ("numpy", "numba"):
+        graph = gr.Graph()
+        with graph.as_default():
+            var, m, v = (gr.Variable(value, name=name, use_resource=True)
+                         for name, value in (("var", start), ("m", np.zeros_like(start)), ("v", np.zeros_like(start))))
+            hyper = [gr.constant(np.float32(x)) for x in (0.9, 0.999, 0.01, 0.9, 0.999, 1e-7)]
+            train = gr.apply_op("ResourceApplyAdam", var.handle, m.handle, v.handle, *hyper,
+                                gr.constant(gradient), use_nesterov=False)
+            init = gr.global_variables_initializer()
+        session = gr.Session(graph, backend=backend)
+        session.run(init)
+        for _ in range(3):
+            session.run(train)
+        results[backend] = session.resources["variables"][var.op.name].value.copy()
+    np.testing.assert_allclose(results["numba"], results["numpy"], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(results["numba"], start)
+    adam = numba_kernels._loops(np.dtype(np.float32)).adam
+    assert adam.signatures
+    assert all(t.mutable for sig in adam.signatures for t in sig if isinstance(t, types.Array))

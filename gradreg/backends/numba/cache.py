@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 _loaded: dict[str, Any] = {}
 _load_lock = threading.Lock()
 _fallback_dir: list[Path] = []
@@ -90,6 +92,15 @@ def load_module(source: str) -> Any:
     return module
 
 
+def writable(a: Any) -> Any:
+    """``a``, or a copy of it when it is a read-only array (a plan's constant: a frozen graph's
+    weights, a Const's indices). A compiled loop is compiled for writable arrays; a read-only
+    one is a type of its own to numba, and the loop would be compiled again for it at call
+    time, in the caller's thread (about half a second, with the GIL). Pass a loop's small
+    inputs (weights, indices) through this; the copy costs microseconds."""
+    return a.copy() if type(a) is np.ndarray and not a.flags.writeable else a
+
+
 def precompile(dispatcher: Any, specs: Any, readonly: Any = ()) -> None:
     """Compile the numba dispatcher for the arguments ``specs`` describe -- (NumPy dtype, ndim)
     each, ndim 0 for a scalar, arrays C-contiguous, read-only where ``readonly`` (a flag per
@@ -97,7 +108,6 @@ def precompile(dispatcher: Any, specs: Any, readonly: Any = ()) -> None:
     later in the thread that runs the plan. A read-only array (a plan's constant) is a type of
     its own to numba: a loop compiled for writable ones is compiled again when given one, in
     the caller's thread, behind the background builder's compiler lock."""
-    import numpy as np
     from numba import from_dtype, types
     flags = list(readonly) + [False] * (len(specs) - len(readonly))
     argtypes = tuple(from_dtype(np.dtype(dtype)) if ndim == 0 else

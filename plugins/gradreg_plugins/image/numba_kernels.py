@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from gradreg.kernel_support import compile_module, numba_available
+from gradreg.kernel_support import compile_module, numba_available, writable
 from gradreg_plugins.image import family, kernels, sampling
 
 _LOOPS = """
@@ -89,9 +89,9 @@ def _apply(values: np.ndarray, rows: sampling.Taps, cols: sampling.Taps, work: t
     both at once)."""
     loops = _loops(work)
     n, _, _, channels = values.shape
-    values = np.ascontiguousarray(values, dtype=work)
-    row_table: tuple[np.ndarray, np.ndarray] = (rows.index, rows.weight.astype(work))
-    col_table: tuple[np.ndarray, np.ndarray] = (cols.index, cols.weight.astype(work))
+    values = writable(np.ascontiguousarray(values, dtype=work))    # a Const image is read-only
+    row_table: tuple[np.ndarray, np.ndarray] = (writable(rows.index), rows.weight.astype(work))
+    col_table: tuple[np.ndarray, np.ndarray] = (writable(cols.index), cols.weight.astype(work))
     middle: np.ndarray
     out: np.ndarray
     if adjoint:

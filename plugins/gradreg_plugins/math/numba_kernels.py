@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from gradreg.kernel_support import compile_module, elementwise, numba_available, same_shapes
+from gradreg.kernel_support import compile_module, elementwise, numba_available, same_shapes, writable
 from gradreg.model import dtypes
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import Tiered
@@ -194,7 +194,7 @@ _SCATTER_TYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
 def scatter_add_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray) -> None:
     """out[ids[i]] += rows[i] (2-D out and rows, ids >= 0 in range; negative ids skipped), in
     order as np.add.at: the compiled scatter-add other families' numba kernels share."""
-    _scatter_add()(out, ids, rows)
+    _scatter_add()(out, writable(ids), writable(rows))
 
 
 def _scatter(data: np.ndarray, ids: np.ndarray, n: int, inner: tuple, combine: str = "add") -> np.ndarray:
@@ -203,7 +203,8 @@ def _scatter(data: np.ndarray, ids: np.ndarray, n: int, inner: tuple, combine: s
     width = int(np.prod(inner, dtype=np.int64))
     out = np.full((n,) + tuple(inner), _IDENTITY[combine](data.dtype), dtype=data.dtype)
     scatter = getattr(_scatter_module(), "scatter_" + combine)
-    scatter(out.reshape(n, width), ids, np.ascontiguousarray(data).reshape(ids.size, width))
+    # (a Const's ids or data are read-only: copied, or the loop would compile again for them)
+    scatter(out.reshape(n, width), writable(ids), writable(np.ascontiguousarray(data).reshape(ids.size, width)))
     return out
 
 

@@ -231,6 +231,33 @@ def _by_taps(conv: _Conv, *arrays: np.ndarray) -> bool:
             and len({a.dtype for a in arrays}) == 1)
 
 
+def compiled_loop_may_run(op, kind: str) -> bool:
+    """Whether a convolution node's compiled loop (the numba backend's: ``kind`` "forward" the
+    tap form's gather, "filter" its spread, "input" the col2im scatter) may ever be taken, as
+    far as its static shapes tell: False only when they show the NumPy form is the one every
+    call takes (a 1x1 convolution is one matrix product; a strided one has no tap form), so
+    that no loop is compiled for nothing. Unknown sizes, or attrs the kernel will refuse: True."""
+    try:
+        geometry = Geometry.from_op(op)
+    except ValueError:
+        return True
+    channel = 3 if geometry.fmt == "NHWC" else 1
+    data = op.outputs[0] if kind == "input" else op.inputs[0]       # the input (or its gradient)
+    filt = op.outputs[0] if kind == "filter" else op.inputs[1]
+    if data.shape.rank != 4 or filt.shape.rank != 4:
+        return True
+    c, (kh, kw, fc, oc) = data.shape.as_list()[channel], filt.shape.as_list()
+    if None in (c, kh, kw, fc, oc) or not fc or c % fc:
+        return True
+    groups = c // fc
+    stride_one = geometry.strides == (1, 1)
+    if kh == kw == 1 and groups == 1 and stride_one and geometry.pads == ((0, 0), (0, 0)):
+        return False                     # pointwise: a matrix product, whatever the batch
+    if kind == "input":
+        return groups == 1 and (not stride_one or 2 * c <= oc)
+    return groups == 1 and stride_one and 3 * oc <= c       # _by_taps
+
+
 def _tap_bytes(conv: _Conv, itemsize: int) -> int:
     """Bytes of one batch entry's tap products: every input position, kh * kw * out values."""
     return conv.h * conv.w * conv.kh * conv.kw * conv.out_channels * itemsize

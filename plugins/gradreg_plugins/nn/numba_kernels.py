@@ -198,7 +198,7 @@ def _bias_add(op, ctx):
                 return checked(value, bias)
             out = np.empty(value.shape, value.dtype)
             dims = _three_dims(value.shape, axis)[:2] if last else _three_dims(value.shape, axis)
-            loop(np.ascontiguousarray(value).reshape(dims), _writable(np.ascontiguousarray(bias)), out.reshape(dims))
+            loop(np.ascontiguousarray(value).reshape(dims), ks.writable(np.ascontiguousarray(bias)), out.reshape(dims))
             return out
         return bias_add
     tiered = Tiered(checked, build, f"{op.type} {op.name}", weight=_work(op))
@@ -265,7 +265,11 @@ family.kernel("LogSoftmax", backend="numba")(_row_kernel("log_softmax"))
 
 # NHWC; f is (kh, kw, c, multiplier); output channel c * multiplier + k. Each loop covers the
 # batch entries n0..n1 (the kernel splits the batch over threads: gradreg.kernel_support)
-# and skips the taps that fall in the padding instead of padding the input.
+# and skips the taps that fall in the padding instead of padding the input. The innermost
+# loops (TAP_FORWARD & co.) come in two forms: for a multiplier of 1 (every MobileNet's: a
+# channel's taps are one row) and the general one. Each form is a module of its own, and a node
+# compiles only the one loop it runs (its kind; its multiplier's form when the graph says it):
+# each loop is about half a second of numba.
 _DEPTHWISE = """
 @njit(cache=True, nogil=True)
 def forward(x, f, out, sh, sw, dh, dw, top, left, n0, n1):
@@ -286,14 +290,7 @@ def forward(x, f, out, sh, sw, dh, dw, top, left, n0, n1):
                             continue
                         xr = x[n, ih, iw]
                         fr = f[i, j]
-                        if m == 1:
-                            for k in range(c):
-                                o[k] += xr[k] * fr[k, 0]
-                        else:
-                            for k in range(c):
-                                v = xr[k]
-                                for q in range(m):
-                                    o[k * m + q] += v * fr[k, q]
+                        TAP_FORWARD
 
 
 @njit(cache=True, nogil=True)
@@ -315,15 +312,7 @@ def backprop_input(dy, f, dx, sh, sw, dh, dw, top, left, n0, n1):
                             continue
                         d = dx[n, ih, iw]
                         fr = f[i, j]
-                        if m == 1:
-                            for k in range(c):
-                                d[k] += g[k] * fr[k, 0]
-                        else:
-                            for k in range(c):
-                                s = {=0}
-                                for q in range(m):
-                                    s += g[k * m + q] * fr[k, q]
-                                d[k] += s
+                        TAP_INPUT
 
 
 @njit(cache=True, nogil=True)
@@ -346,29 +335,57 @@ def backprop_filter(x, dy, df, sh, sw, dh, dw, top, left, n0, n1):
                             continue
                         xr = x[n, ih, iw]
                         fr = df[i, j]
-                        if m == 1:
-                            for k in range(c):
-                                fr[k, 0] += xr[k] * g[k]
-                        else:
-                            for k in range(c):
-                                v = xr[k]
-                                for q in range(m):
-                                    fr[k, q] += v * g[k * m + q]
+                        TAP_FILTER
 """
+
+# The innermost loops: True, a multiplier of 1; False, any multiplier.
+_DEPTHWISE_TAPS = {
+    True: {"TAP_FORWARD": ["for k in range(c):", "    o[k] += xr[k] * fr[k, 0]"],
+           "TAP_INPUT": ["for k in range(c):", "    d[k] += g[k] * fr[k, 0]"],
+           "TAP_FILTER": ["for k in range(c):", "    fr[k, 0] += xr[k] * g[k]"]},
+    False: {"TAP_FORWARD": ["for k in range(c):", "    v = xr[k]", "    for q in range(m):",
+                            "        o[k * m + q] += v * fr[k, q]"],
+            "TAP_INPUT": ["for k in range(c):", "    s = {=0}", "    for q in range(m):",
+                          "        s += g[k * m + q] * fr[k, q]", "    d[k] += s"],
+            "TAP_FILTER": ["for k in range(c):", "    v = xr[k]", "    for q in range(m):",
+                           "        fr[k, q] += v * g[k * m + q]"]},
+}
+
+
+def _depthwise_source(multiplier_one: bool) -> str:
+    source = _DEPTHWISE
+    for marker, lines in _DEPTHWISE_TAPS[multiplier_one].items():
+        source = source.replace(marker, ("\n" + " " * 24).join(lines))
+    return source
+
 
 # A thread gets at least this many flops of a depthwise convolution, in this many pieces.
 _DEPTHWISE_FLOPS_PER_THREAD = 1.5e6
 PIECES_PER_THREAD = 4
 
 
+_DEPTHWISE_NAMES = {"forward": "forward", "input": "backprop_input", "filter": "backprop_filter"}
+
+
 @functools.cache
-def _depthwise_loops(dtype: np.dtype):
-    loops = compile_module(_DEPTHWISE, dtype)
+def _depthwise_loop(dtype: np.dtype, kind: str, multiplier_one: bool):
+    """The compiled loop of ``kind`` for arrays of ``dtype``, for a multiplier of 1 or the
+    general one (which takes any multiplier), compiled now."""
+    module = compile_module(_depthwise_source(multiplier_one), dtype)
+    loop = getattr(module, _DEPTHWISE_NAMES[kind])
     one = np.zeros((1, 1, 1, 1), dtype)
-    geometry = (1, 1, 1, 1, 0, 0, 0, 1)
-    for loop in (loops.forward, loops.backprop_input, loops.backprop_filter):
-        loop(one, one, one.copy(), *geometry)       # compiled now, for 4-d arrays of ``dtype``
-    return loops
+    loop(one, one, one.copy(), 1, 1, 1, 1, 0, 0, 0, 1)       # compiled now, for 4-d arrays of ``dtype``
+    return loop
+
+
+def depthwise_variants(op, kind: str) -> tuple[bool, ...]:
+    """Which of a depthwise node's loops to compile (True: the multiplier-1 one, False: the
+    general one): by the multiplier its filter's static shape gives, both when it is unknown."""
+    filt = op.outputs[0] if kind == "filter" else op.inputs[1]
+    multiplier = filt.shape.as_list()[3] if filt.shape.rank == 4 else None
+    if multiplier is None:
+        return (True, False)
+    return (multiplier == 1,)
 
 
 def _geometry_args(conv) -> tuple:
@@ -398,11 +415,17 @@ def _depthwise_factory(kind: str):
         checked = _numpy_kernel(op, ctx)
         setup = conv_kernels.depthwise_setup(op, ctx, kind)
         fmt, storage = conv_kernels.layout_of(op), op.get_attr("T").storage
+        variants = depthwise_variants(op, kind)
 
         def build():
-            loops = _depthwise_loops(storage)
+            loops = {one: _depthwise_loop(storage, kind, one) for one in variants}
+            general = loops.get(False)
+
+            def loop_for(multiplier: int):
+                # None: a multiplier the graph did not say, whose loop is not built (NumPy runs it)
+                return loops.get(True, general) if multiplier == 1 else general
             compute = {"forward": _forward, "input": _input, "filter": _filter}[kind]
-            return lambda *args: compute(loops, setup, fmt, storage, checked, *args)
+            return lambda *args: compute(loop_for, setup, fmt, storage, checked, *args)
         # ~18 flops an element (a 3x3 window): NumPy's tap-by-tap version is slowest here
         return Tiered(checked, build, f"{op.type} {op.name}", weight=18 * _work(op))
     return factory
@@ -413,51 +436,46 @@ def _work(op) -> float:
     return float(max((t.shape.num_elements() or 0 for t in (*op.inputs, *op.outputs)), default=0))
 
 
-def _writable(a: np.ndarray) -> np.ndarray:
-    """``a``, or a copy of it when it is read-only: a plan's constant (a frozen graph's filter or
-    bias) is a type of its own to numba, and a loop compiled for writable arrays would be
-    compiled again for it at call time, in the caller's thread (about a second). Weights are
-    small next to the activations: the copy costs microseconds."""
-    return a if a.flags.writeable else a.copy()
-
-
 def _usable(conv, storage, *arrays) -> bool:
     """Whether the loops take these arrays (else the NumPy kernel runs, raising its errors)."""
     return not conv.empty and all(a.dtype == storage for a in arrays)
 
 
-def _forward(loops, setup, fmt, storage, checked, *args):
+def _forward(loop_for, setup, fmt, storage, checked, *args):
     conv, x, f = setup(*args)
-    if not _usable(conv, storage, x, f):
+    loop = loop_for(f.shape[3])
+    if loop is None or not _usable(conv, storage, x, f):
         return checked(*args)
-    x, f = np.ascontiguousarray(x), _writable(np.ascontiguousarray(f))
+    x, f = np.ascontiguousarray(x), ks.writable(np.ascontiguousarray(f))
     out = np.empty((conv.n, conv.oh, conv.ow, conv.out_channels), storage)
     geometry = _geometry_args(conv)
-    _batch_parts(conv, lambda n0, n1: loops.forward(x, f, out, *geometry, n0, n1))
+    _batch_parts(conv, lambda n0, n1: loop(x, f, out, *geometry, n0, n1))
     return out if fmt == "NHWC" else out.transpose(0, 3, 1, 2)
 
 
-def _input(loops, setup, fmt, storage, checked, *args):
+def _input(loop_for, setup, fmt, storage, checked, *args):
     conv, f, dy = setup(*args)
-    if not _usable(conv, storage, f, dy):
+    loop = loop_for(f.shape[3])
+    if loop is None or not _usable(conv, storage, f, dy):
         return checked(*args)
-    f, dy = _writable(np.ascontiguousarray(f)), np.ascontiguousarray(dy)
+    f, dy = ks.writable(np.ascontiguousarray(f)), np.ascontiguousarray(dy)
     dx = np.empty((conv.n, conv.h, conv.w, conv.c), storage)
     geometry = _geometry_args(conv)
-    _batch_parts(conv, lambda n0, n1: loops.backprop_input(dy, f, dx, *geometry, n0, n1))
+    _batch_parts(conv, lambda n0, n1: loop(dy, f, dx, *geometry, n0, n1))
     return dx if fmt == "NHWC" else dx.transpose(0, 3, 1, 2)
 
 
-def _filter(loops, setup, fmt, storage, checked, *args):
+def _filter(loop_for, setup, fmt, storage, checked, *args):
     conv, x, dy, shape = setup(*args)
-    if not _usable(conv, storage, x, dy):
+    loop = loop_for(shape[3])
+    if loop is None or not _usable(conv, storage, x, dy):
         return checked(*args)
     x, dy = np.ascontiguousarray(x), np.ascontiguousarray(dy)
     geometry = _geometry_args(conv)
 
     def run(n0, n1):
         df = np.empty(shape, storage)
-        loops.backprop_filter(x, dy, df, *geometry, n0, n1)
+        loop(x, dy, df, *geometry, n0, n1)
         return df
     partial = _batch_parts(conv, run)
     return partial[0] if len(partial) == 1 else np.sum(partial, axis=0, dtype=storage)
@@ -533,38 +551,41 @@ def col2im(cols, dx, sh, sw, dh, dw, top, left):
 """
 
 
+_CONV_SAMPLES = {"gather": ((1,) * 6, (1,) * 4), "spread": ((1,) * 4, (1,) * 6), "col2im": ((1,) * 6, (1,) * 4)}
+
+
 @functools.cache
-def _conv_loops(dtype: np.dtype):
-    loops = compile_module(_CONV_LOOPS, dtype)
-    six, four = np.zeros((1, 1, 1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 1), dtype)
-    loops.gather(six, four, 1, 1, 1, 1, 0, 0)    # compiled now, for arrays of ``dtype``
-    loops.spread(four, six, 1, 1, 1, 1, 0, 0)
-    loops.col2im(six, four, 1, 1, 1, 1, 0, 0)
-    return loops
+def _conv_loop(dtype: np.dtype, name: str):
+    """The compiled loop ``name`` for arrays of ``dtype``, compiled now (the others are not)."""
+    loop = getattr(compile_module(_CONV_LOOPS, dtype), name)
+    loop(*(np.zeros(shape, dtype) for shape in _CONV_SAMPLES[name]), 1, 1, 1, 1, 0, 0)
+    return loop
 
 
-def _conv_factory(kernel_factory, argument: str, loop: str):
+def _conv_factory(kernel_factory, argument: str, loop: str, kind: str):
     """The NumPy kernel until the compiled loops are built; then the same kernel given the
     compiled ``loop`` as its ``argument``, which it uses for the convolutions where that form is faster (nn/conv.py
     says which: Conv2D and its filter backprop with few output channels a input channel,
-    strided input backprops and those with few input channels; bench figures there)."""
+    strided input backprops and those with few input channels; bench figures there). None
+    (the NumPy kernel alone) for a node whose static shapes say that form never runs: a 1x1
+    convolution, a strided Conv2D (nothing to compile)."""
     def factory(op, ctx):
-        if not _float_node(op):
+        if not _float_node(op) or not conv_kernels.compiled_loop_may_run(op, kind):
             return None
         checked = _numpy_kernel(op, ctx)
         storage = op.get_attr("T").storage
 
         def build():
-            return kernel_factory(op, ctx, **{argument: getattr(_conv_loops(storage), loop)})
+            return kernel_factory(op, ctx, **{argument: _conv_loop(storage, loop)})
         return Tiered(checked, build, f"{op.type} {op.name}", weight=9 * _work(op))
     return factory
 
 
-family.kernel("Conv2D", backend="numba")(_conv_factory(conv_kernels.conv2d, "gather", "gather"))
+family.kernel("Conv2D", backend="numba")(_conv_factory(conv_kernels.conv2d, "gather", "gather", "forward"))
 family.kernel("Conv2DBackpropInput", backend="numba")(
-    _conv_factory(conv_kernels.conv2d_backprop_input, "scatter", "col2im"))
+    _conv_factory(conv_kernels.conv2d_backprop_input, "scatter", "col2im", "input"))
 family.kernel("Conv2DBackpropFilter", backend="numba")(
-    _conv_factory(conv_kernels.conv2d_backprop_filter, "spread", "spread"))
+    _conv_factory(conv_kernels.conv2d_backprop_filter, "spread", "spread", "filter"))
 family.kernel("DepthwiseConv2dNative", backend="numba")(_depthwise_factory("forward"))
 family.kernel("DepthwiseConv2dNativeBackpropInput", backend="numba")(_depthwise_factory("input"))
 family.kernel("DepthwiseConv2dNativeBackpropFilter", backend="numba")(_depthwise_factory("filter"))

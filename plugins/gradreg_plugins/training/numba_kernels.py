@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from gradreg.kernel_support import compile_module, numba_available
+from gradreg.kernel_support import compile_module, numba_available, writable
 from gradreg.model import dtypes
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import Absorbing, Tiered
@@ -148,7 +148,7 @@ def _apply_factory(op, ctx):
                 return numpy_kernel(*inputs)
             states = inputs[:num_variables]
             buffers = [s.writable().reshape(-1) for s in states]
-            rest = [np.ravel(inputs[i]) if i == grad_at else np.asarray(inputs[i])[()]
+            rest = [writable(np.ravel(inputs[i])) if i == grad_at else np.asarray(inputs[i])[()]
                     for i in range(num_variables, len(inputs))]
             loop(*buffers, *rest, *attrs)
             return states[0] if returns_variable else None
