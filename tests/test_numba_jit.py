@@ -142,3 +142,40 @@ def test_without_a_policy_the_plan_builds_at_compile_time(monkeypatch):
     assert built == [True]
     (name, _), = plan.upgrades
     assert plan._fn.__globals__[name] is not np.exp
+
+
+def test_a_frozen_graph_tensorflow_wrote_compiles_nothing_at_call_time(monkeypatch):
+    """Keras' MobileNetV2 as TensorFlow froze it (its weights Consts read through Identity
+    nodes: read-only arrays in the plan) and its gradient graph: once the background builds are
+    done, no call compiles a loop (a read-only variant) in the caller's thread; values as
+    TensorFlow's."""
+    import gc
+
+    from numba.core.registry import CPUDispatcher
+    from tf_models import assert_close, load_case
+    monkeypatch.setenv("GRADREG_JIT", "background")
+    case = load_case("mobilenet_v2")
+
+    def signatures() -> dict:
+        return {id(d): (d, len(d.signatures)) for d in gc.get_objects() if isinstance(d, CPUDispatcher)}
+    for key in ("forward", "tf_grad"):
+        graph = gr.load_graph(str(case.graph_path(key)))
+        if key == "forward":
+            expected = case.forward_values()
+            fetches = list(expected)
+        else:
+            gradients = {x: t for x, t in case.gradient_tensors(key).items() if t}
+            expected = {gradients[x]: value for x, value in case.gradient_values().items() if x in gradients}
+            fetches = list(expected)
+        session = gr.Session(graph, backend="numba")
+        feeds = case.feeds(key)
+        for _ in range(2):
+            session.run(fetches, feeds)
+        assert jit.wait_for_kernels(300) and not jit.build_errors()
+        built = signatures()
+        values = [session.run(fetches, feeds) for _ in range(2)][-1]
+        compiled = [d.py_func.__qualname__ for k, (d, n) in signatures().items() if n != built.get(k, (None, 0))[1]]
+        assert compiled == [], key
+        assert len(fetches) >= (1 if key == "forward" else 50)
+        for name, value in zip(fetches, values):
+            assert_close(value, expected[name], f"{key} {name}", case.tolerance)
