@@ -38,6 +38,7 @@ WORKLOADS = {
     "elementwise": ("foreign_elementwise:gradreg_step", {}),
     "rnn": ("foreign_rnn:gradreg_step", {}),
     "mobilenet_v2_64": ("foreign_cnn:gradreg_step", {"name": "mobilenet_v2_64"}),
+    "mobilenet_v2_64_forward": ("foreign_cnn:gradreg_forward_step", {"name": "mobilenet_v2_64"}),
     "densenet_slim_32": ("foreign_cnn:gradreg_step", {"name": "densenet_slim_32"}),
     "resnet_slim_f64_32": ("foreign_cnn:gradreg_step", {"name": "resnet_slim_f64_32"}),
 }

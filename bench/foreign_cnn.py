@@ -85,6 +85,21 @@ def gradreg_step(name: str, backend: str | None = None, warm: bool = True):
     return lambda: run(*values), {"backend": session.backend}
 
 
+def gradreg_forward_step(name: str, backend: str | None = None, warm: bool = True):
+    """Inference: forward.pb's output alone (no gradients), as a served model runs it."""
+    import gradreg as gr
+    entry = manifest()[name]
+    graph = gr.load_graph(str(graph_path(name)))
+    session = gr.Session(graph, backend=backend)
+    run = session.make_callable(entry["ys"][:1], ["x:0"])
+    value = feeds(name)["x:0"]
+    if warm:
+        _check(name, entry["ys"][:1], run(value))
+        settle(lambda: run(value))
+        _check(name, entry["ys"][:1], run(value))
+    return lambda: run(value), {"backend": session.backend}
+
+
 def tensorflow_step(name: str, threads: int = 2, warm: bool = True):
     import tensorflow as tf
     tf1 = tf.compat.v1
