@@ -145,19 +145,21 @@ def test_without_a_policy_the_plan_builds_at_compile_time(monkeypatch):
 
 
 def test_a_frozen_graph_tensorflow_wrote_compiles_nothing_at_call_time(monkeypatch):
-    """Keras' MobileNetV2 as TensorFlow froze it (its weights Consts read through Identity
-    nodes: read-only arrays in the plan) and its gradient graph: once the background builds are
-    done, no call compiles a loop (a read-only variant) in the caller's thread; values as
-    TensorFlow's."""
-    import gc
-
+    """Keras' MobileNetV2 as TensorFlow froze it (its weights Consts, some of them read-only
+    arrays in the plan) and its gradient graph: once the background builds are done, no call
+    compiles a loop in the caller's thread (a read-only variant, say); values as TensorFlow's."""
     from numba.core.registry import CPUDispatcher
     from tf_models import assert_close, load_case
     monkeypatch.setenv("GRADREG_JIT", "background")
     case = load_case("mobilenet_v2")
 
     def signatures() -> dict:
-        return {id(d): (d, len(d.signatures)) for d in gc.get_objects() if isinstance(d, CPUDispatcher)}
+        # every compiled loop: the generated and plugin modules (compile_module) loaded so far
+        from gradreg.backends.numba import cache
+        found = [d for module in cache.loaded_modules() for d in vars(module).values()
+                 if isinstance(d, CPUDispatcher)]
+        assert found
+        return {id(d): (d, len(d.signatures)) for d in found}
     for key in ("forward", "tf_grad"):
         graph = gr.load_graph(str(case.graph_path(key)))
         if key == "forward":
