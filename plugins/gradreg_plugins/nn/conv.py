@@ -231,6 +231,12 @@ def _by_taps(conv: _Conv, *arrays: np.ndarray) -> bool:
             and len({a.dtype for a in arrays}) == 1)
 
 
+def filter_tensor(op, kind: str):
+    """A convolution node's filter -- for a filter backprop ("filter"), its output, which has
+    the filter's shape -- for the static shape ``kind``'s kernel will see."""
+    return op.outputs[0] if kind == "filter" else op.inputs[1]
+
+
 def compiled_loop_may_run(op, kind: str) -> bool:
     """Whether a convolution node's compiled loop (the numba backend's: ``kind`` "forward" the
     tap form's gather, "filter" its spread, "input" the col2im scatter) may ever be taken, as
@@ -243,7 +249,7 @@ def compiled_loop_may_run(op, kind: str) -> bool:
         return True
     channel = 3 if geometry.fmt == "NHWC" else 1
     data = op.outputs[0] if kind == "input" else op.inputs[0]       # the input (or its gradient)
-    filt = op.outputs[0] if kind == "filter" else op.inputs[1]
+    filt = filter_tensor(op, kind)
     if data.shape.rank != 4 or filt.shape.rank != 4:
         return True
     c, (kh, kw, fc, oc) = data.shape.as_list()[channel], filt.shape.as_list()

@@ -381,7 +381,7 @@ def _depthwise_loop(dtype: np.dtype, kind: str, multiplier_one: bool):
 def depthwise_variants(op, kind: str) -> tuple[bool, ...]:
     """Which of a depthwise node's loops to compile (True: the multiplier-1 one, False: the
     general one): by the multiplier its filter's static shape gives, both when it is unknown."""
-    filt = op.outputs[0] if kind == "filter" else op.inputs[1]
+    filt = conv_kernels.filter_tensor(op, kind)
     multiplier = filt.shape.as_list()[3] if filt.shape.rank == 4 else None
     if multiplier is None:
         return (True, False)
@@ -562,11 +562,16 @@ def _conv_loop(dtype: np.dtype, name: str):
     return loop
 
 
-def _conv_factory(kernel_factory, argument: str, loop: str, kind: str):
+# A convolution kernel's compiled loop, by kind: (the NumPy kernel factory's argument, the loop).
+_CONV_FORMS = {"forward": ("gather", "gather"), "input": ("scatter", "col2im"), "filter": ("spread", "spread")}
+
+
+def _conv_factory(kernel_factory, kind: str):
     """The NumPy kernel until the compiled loops are built; then the same kernel given the
-    compiled ``loop`` as its ``argument``, which it uses for the convolutions where that form is faster (nn/conv.py
-    says which: Conv2D and its filter backprop with few output channels a input channel,
-    strided input backprops and those with few input channels; bench figures there). None
+    compiled loop of its ``kind`` (_CONV_FORMS), which it uses for the convolutions where that
+    form is faster (nn/conv.py says which: Conv2D and its filter backprop with few output
+    channels a input channel, strided input backprops and those with few input channels; bench
+    figures there). None
     (the NumPy kernel alone) for a node whose static shapes say that form never runs: a 1x1
     convolution, a strided Conv2D (nothing to compile)."""
     def factory(op, ctx):
@@ -574,6 +579,7 @@ def _conv_factory(kernel_factory, argument: str, loop: str, kind: str):
             return None
         checked = _numpy_kernel(op, ctx)
         storage = op.get_attr("T").storage
+        argument, loop = _CONV_FORMS[kind]
 
         def build():
             return kernel_factory(op, ctx, **{argument: _conv_loop(storage, loop)})
@@ -581,11 +587,9 @@ def _conv_factory(kernel_factory, argument: str, loop: str, kind: str):
     return factory
 
 
-family.kernel("Conv2D", backend="numba")(_conv_factory(conv_kernels.conv2d, "gather", "gather", "forward"))
-family.kernel("Conv2DBackpropInput", backend="numba")(
-    _conv_factory(conv_kernels.conv2d_backprop_input, "scatter", "col2im", "input"))
-family.kernel("Conv2DBackpropFilter", backend="numba")(
-    _conv_factory(conv_kernels.conv2d_backprop_filter, "spread", "spread", "filter"))
+family.kernel("Conv2D", backend="numba")(_conv_factory(conv_kernels.conv2d, "forward"))
+family.kernel("Conv2DBackpropInput", backend="numba")(_conv_factory(conv_kernels.conv2d_backprop_input, "input"))
+family.kernel("Conv2DBackpropFilter", backend="numba")(_conv_factory(conv_kernels.conv2d_backprop_filter, "filter"))
 family.kernel("DepthwiseConv2dNative", backend="numba")(_depthwise_factory("forward"))
 family.kernel("DepthwiseConv2dNativeBackpropInput", backend="numba")(_depthwise_factory("input"))
 family.kernel("DepthwiseConv2dNativeBackpropFilter", backend="numba")(_depthwise_factory("filter"))
