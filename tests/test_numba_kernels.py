@@ -378,6 +378,9 @@ def test_softmax(dtype, op_type):
     logits[0, 1, :] = -np.inf
     logits[1, 2, 4] = np.nan
     logits[2, 0, 5] = np.inf
+    logits[3, 1, 0] = np.nan        # the row's max is NaN from its first value on
+    logits[3, 2, -1] = 1e3          # ... and its largest value the last
+    logits[4, 0, :] = np.inf        # inf - inf: NaN, as NumPy's
     for x in (logits, logits[0, 0], np.zeros((3, 0), dtype), np.zeros((0, 4), dtype)):
         assert_kernels_agree(node, x, dtype=dtype)
 
