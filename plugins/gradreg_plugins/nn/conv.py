@@ -222,12 +222,24 @@ def _over_batch(conv: _Conv, bytes_per_entry: int, work, itemsize: int) -> list:
         return ks.parallel(run, len(blocks), threads)
 
 
+def _taps_fit(groups: int, strides: tuple, c: int, out_channels: int) -> bool:
+    """Whether the tap form (_tap_forward, _tap_filter) is the faster one for these sizes:
+    stride 1, one group, and at least three input channels an output channel (the slim
+    DenseNet's 16 -> 4: forward 0.85 -> 0.57 ms, filter backprop 0.83 -> 0.68 ms; with as many
+    channels each way it was 2x slower)."""
+    return groups == 1 and strides == (1, 1) and 3 * out_channels <= c
+
+
+def _scatter_fits(groups: int, strides: tuple, c: int, out_channels: int) -> bool:
+    """Whether the input backprop's compiled col2im scatter (_scattered) is the faster form for
+    these sizes: one group, and strides or at least twice as many output channels as input
+    channels (_backprop_input gives the figures)."""
+    return groups == 1 and (strides != (1, 1) or 2 * c <= out_channels)
+
+
 def _by_taps(conv: _Conv, *arrays: np.ndarray) -> bool:
-    """Whether the tap form (_tap_forward, _tap_filter) is the faster one: stride 1, one group,
-    and at least three input channels an output channel (the slim DenseNet's 16 -> 4: forward
-    0.85 -> 0.57 ms, filter backprop 0.83 -> 0.68 ms; with as many channels each way it was 2x
-    slower)."""
-    return (conv.groups == 1 and conv.g.strides == (1, 1) and 3 * conv.out_channels <= conv.c
+    """Whether the tap form runs for ``conv`` (_taps_fit) with ``arrays`` of one dtype."""
+    return (_taps_fit(conv.groups, conv.g.strides, conv.c, conv.out_channels)
             and len({a.dtype for a in arrays}) == 1)
 
 
@@ -255,13 +267,10 @@ def compiled_loop_may_run(op, kind: str) -> bool:
     c, (kh, kw, fc, oc) = data.shape.as_list()[channel], filt.shape.as_list()
     if None in (c, kh, kw, fc, oc) or not fc or c % fc:
         return True
-    groups = c // fc
-    stride_one = geometry.strides == (1, 1)
-    if kh == kw == 1 and groups == 1 and stride_one and geometry.pads == ((0, 0), (0, 0)):
+    groups, strides = c // fc, geometry.strides
+    if kh == kw == 1 and groups == 1 and strides == (1, 1) and geometry.pads == ((0, 0), (0, 0)):
         return False                     # pointwise: a matrix product, whatever the batch
-    if kind == "input":
-        return groups == 1 and (not stride_one or 2 * c <= oc)
-    return groups == 1 and stride_one and 3 * oc <= c       # _by_taps
+    return (_scatter_fits if kind == "input" else _taps_fit)(groups, strides, c, oc)
 
 
 def _tap_bytes(conv: _Conv, itemsize: int) -> int:
@@ -367,8 +376,8 @@ def _backprop_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, dtype, scatter=N
     if conv.pointwise:
         dx = _matmul(conv.grouped_out(dy), weights, conv.flops)
         return dx.reshape(conv.n, conv.h, conv.w, conv.c).astype(dtype, copy=False)
-    if (scatter is not None and conv.groups == 1 and f.dtype == dy.dtype
-            and (conv.g.strides != (1, 1) or 2 * conv.c <= conv.out_channels)):
+    if (scatter is not None and f.dtype == dy.dtype
+            and _scatter_fits(conv.groups, conv.g.strides, conv.c, conv.out_channels)):
         return _scattered(conv, f, np.ascontiguousarray(dy), scatter).astype(dtype, copy=False)
     transposed = _transposed(conv, f, dy)
     if transposed is not None:
