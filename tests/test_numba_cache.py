@@ -40,12 +40,14 @@ SCRIPT = textwrap.dedent("""
                 stats.append({"cached": value.stats.cache_path is not None, "signatures": len(value.signatures),
                               "hits": sum(value.stats.cache_hits.values()),
                               "misses": sum(value.stats.cache_misses.values())})
-    print(json.dumps({"seconds": seconds, "stats": stats, "sum": float(out.sum())}))
+    from gradreg.backends.native import engine
+    print(json.dumps({"seconds": seconds, "stats": stats, "sum": float(out.sum()),
+                      "native": [engine.compiled_count(), engine.loaded_count()]}))
 """)
 
 
-def run_process(cache_dir) -> dict:
-    env = dict(os.environ, GRADREG_CACHE_DIR=str(cache_dir))
+def run_process(cache_dir, native: str = "0") -> dict:
+    env = dict(os.environ, GRADREG_CACHE_DIR=str(cache_dir), GRADREG_NATIVE=native)   # numba's cache, by default
     result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -65,6 +67,22 @@ def test_second_process_loads_compiled_code(tmp_path):
     for path in sources:   # named by the hash of their content
         digest = hashlib.sha256(path.read_text().encode()).hexdigest()[:24]
         assert path.name == f"fused_{digest}.py"
+
+
+def test_second_process_loads_native_machine_code(tmp_path):
+    """Native kernels (gradreg.backends.native) keep their machine code in native/ of the cache
+    directory: a second process loads every kernel from there and optimizes nothing."""
+    from gradreg.backends import native
+    if not native.available():
+        pytest.skip("native kernels are not available here")
+    cold = run_process(tmp_path, native="1")
+    warm = run_process(tmp_path, native="1")
+    assert cold["stats"] == [] and warm["stats"] == []           # numba compiled nothing
+    compiled, loaded = cold["native"]
+    assert compiled >= 2 and loaded == 0                          # the fused chain and the Softmax loop
+    assert warm["native"] == [compiled, compiled]                 # all of them from the disk cache
+    assert len(list((tmp_path / "native").rglob("*.o"))) == compiled
+    assert warm["sum"] == cold["sum"]
 
 
 def test_unusable_cache_directory_still_compiles(tmp_path, monkeypatch):

@@ -49,8 +49,8 @@ class SpinPool:
     SLOT = 8
 
     def __init__(self, workers: int):
-        from gradreg.backends import spin  # needs numba: imported once a numba kernel splits work
-        self.wait_change, self.publish = spin.wait_change, spin.publish
+        from gradreg.backends import spin  # imported once a compiled kernel splits work
+        self.wait_change, self.publish = spin.compiled()
         self.spins = max(1000, int(spin.reads_per_second() * SPIN_SECONDS))
         self.state = np.zeros(workers * self.SLOT, np.int64)
         # compiled (or loaded) here, not at the first post: there, in the caller's call, behind
@@ -169,6 +169,15 @@ class _Shared:
         return results
 
 
+def _compiled_kernels() -> bool:
+    """Whether this process runs compiled kernels (numba's or native ones), which split work
+    over threads in parts short enough for the spinning pool to pay."""
+    if "numba" in sys.modules:
+        return True
+    engine = sys.modules.get("gradreg.backends.native.engine")
+    return engine is not None and engine.compiled_count() > 0
+
+
 class _Pools:
     """The process's pools, made on first use: the spinning one (numba loaded), and a sleeping
     executor for calls that find it busy."""
@@ -181,7 +190,7 @@ class _Pools:
         self.executor: ThreadPoolExecutor | None = None
 
     def wanted(self) -> bool:
-        return self.spinning is None and not self.spin_failed and "numba" in sys.modules \
+        return self.spinning is None and not self.spin_failed and _compiled_kernels() \
             and os.environ.get("GRADREG_SPIN", "1").strip() != "0"
 
     def spin_pool(self) -> SpinPool | None:

@@ -54,7 +54,7 @@ GUARDED = {"sin": 1024.0, "cos": 1024.0}
 MATHLIB_FINGERPRINT = hashlib.sha256(Path(__file__).with_name("mathlib.py").read_bytes()).hexdigest()[:16]
 
 
-def _literal(value: float, dtype: np.dtype) -> str:
+def literal(value: float, dtype: np.dtype) -> str:
     """Source for ``value`` as a scalar of ``dtype`` (exactly: repr round-trips)."""
     value = float(dtype.type(value)) if dtype.kind == "f" else float(value)
     if math.isnan(value):
@@ -84,9 +84,9 @@ class _Template(string.Formatter):
             return args[int(key)]
         dtype = self.dtype
         if key.startswith("="):
-            return _literal(float(key[1:]), dtype)
+            return literal(float(key[1:]), dtype)
         if key in self.consts:
-            return _literal(self.consts[key], dtype)
+            return literal(self.consts[key], dtype)
         name = LIBRARY[key][0 if dtype == np.float32 and not (self.exact and key in GUARDED) else 1]
         if "." not in name:   # a function of the math library (the others are np.* and math.*)
             self.helpers.add(name)

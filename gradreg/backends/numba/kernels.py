@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from gradreg.backends import threads, workers
+from gradreg.backends import native, threads, workers
+from gradreg.backends.native import dsl as native_dsl
+from gradreg.backends.native import fused as native_fused
 from gradreg.backends.numba import jit
 from gradreg.backends.numba.cache import load_kernel, precompile
 from gradreg.backends.numba.codegen import (
@@ -263,8 +265,10 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: _GroupK
     for k, t in enumerate(group.outputs):
         scope[f"e{k}"] = np.bool_ if t.dtype is dtypes.bool_ else t.known_dtype.storage
         specs.append((scope[f"e{k}"], len(full)))
-    loop = load_kernel(generate_static_source(group, state))
-    precompile(loop, specs, (False,) * (len(full) + 1) + general.readonly)     # (lo, hi, extents) then the inputs
+    loop = _native("static_loop", group, state)
+    if loop is None:
+        loop = load_kernel(generate_static_source(group, state))
+        precompile(loop, specs, (False,) * (len(full) + 1) + general.readonly)     # (lo, hi, extents) then the inputs
     scope["fused"] = loop
     exec(compile(source, f"<gradreg-fused-{group.name}>", "exec"), scope)
     run: Callable[..., Any] = scope["run"]
@@ -349,8 +353,22 @@ class _Variant:
             if ROW in states and not description.broadcasts_rows:
                 return _Variant(None, [])    # an op that does not broadcast rows
             state[op.outputs[0]] = max(states)
-        loop = load_kernel(generate_source(group, state))
-        specs: list[tuple[Any, int]] = [(np.dtype(np.int64), 0), (np.dtype(np.int64), 0)]
-        specs += [(t.known_dtype.storage, 1) for t in (*group.inputs, *group.outputs)]
-        precompile(loop, specs, (False, False, *readonly))
+        loop = _native("general_loop", group, state)
+        if loop is None:
+            loop = load_kernel(generate_source(group, state))
+            specs: list[tuple[Any, int]] = [(np.dtype(np.int64), 0), (np.dtype(np.int64), 0)]
+            specs += [(t.known_dtype.storage, 1) for t in (*group.inputs, *group.outputs)]
+            precompile(loop, specs, (False, False, *readonly))
         return _Variant(loop, [state[t] for t in group.outputs])
+
+
+def _native(form: str, group: FusedGroup, state: dict[Tensor, int]) -> Any:
+    """The group's loop as a native kernel (gradreg.backends.native: LLVM compiles it in tens of
+    milliseconds with the GIL released); None when it has no native form or native kernels are
+    unavailable here (numba builds it then)."""
+    if not native.available():
+        return None
+    try:
+        return getattr(native_fused, form)(group, state)
+    except native_dsl.Unsupported:
+        return None

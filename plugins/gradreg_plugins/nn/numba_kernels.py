@@ -7,6 +7,9 @@ loops over float32/float64 where they run alone, as they measured faster than Nu
 (bench: 1.5-3x; BiasAddGrad over few channels more).
 Compiled kernels are Tiered (gradreg.registry.kernels): the NumPy kernel runs until
 ``build`` (which compiles, see gradreg.backends.numba.jit) has made the loop's.
+Every compiled loop here is built as a native kernel (nn/native_kernels: the same loop,
+compiled by LLVM in tens of milliseconds with the GIL released) where native kernels are
+available, and by numba otherwise.
 """
 from __future__ import annotations
 
@@ -23,6 +26,11 @@ from gradreg_plugins.nn import conv as conv_kernels
 from gradreg_plugins.nn import family, pooling
 from gradreg_plugins.nn.kernels import SELU_ALPHA, SELU_SCALE
 from gradreg_plugins.nn.windows import text
+
+try:    # the native loops import llvmlite, which may be missing where numba is
+    from gradreg_plugins.nn import native_kernels
+except ImportError:
+    native_kernels = None  # type: ignore[assignment]
 
 _FLOATS = (dtypes.float32, dtypes.float64)
 
@@ -163,6 +171,31 @@ def _loops(dtype: np.dtype):
     return compile_module(_LOOPS, dtype)
 
 
+def _native(builder: str, *args):
+    """The loop nn/native_kernels' ``builder`` builds for ``args``, compiled now; None where
+    native kernels are not available here or the loop has no native form (numba's runs then)."""
+    if native_kernels is None or not native_kernels.available():
+        return None
+    try:
+        return getattr(native_kernels, builder)(*args)
+    except native_kernels.Unsupported:
+        return None
+
+
+# The shapes of the arrays numba's loops of _LOOPS are first called with (which compiles them).
+_LOOP_SAMPLES = {"bias_add_last": ((1, 1), (1,), (1, 1)), "bias_add_middle": ((1, 1, 1), (1,), (1, 1, 1)),
+                 "bias_add_grad_last": ((1, 1), (1,)), "softmax": ((1, 1), (1, 1)), "log_softmax": ((1, 1), (1, 1))}
+
+
+def _loop(dtype: np.dtype, name: str):
+    """The loop ``name`` of _LOOPS for arrays of ``dtype``, compiled now: native, else numba's."""
+    loop = _native("loop", dtype, name)
+    if loop is None:
+        loop = getattr(_loops(dtype), name)
+        loop(*(np.zeros(shape, dtype) for shape in _LOOP_SAMPLES[name]))   # compiled now
+    return loop
+
+
 def _three_dims(shape: tuple, axis: int) -> tuple[int, int, int]:
     """``shape`` as (before axis, axis, after axis)."""
     axis %= len(shape)
@@ -194,10 +227,7 @@ def _bias_add(op, ctx):
     storage = op.get_attr("T").storage
 
     def build():
-        loops = _loops(storage)
-        loop = loops.bias_add_last if last else loops.bias_add_middle
-        dims = (1, 1) if last else (1, 1, 1)
-        loop(np.zeros(dims, storage), np.zeros(1, storage), np.zeros(dims, storage))   # compiled now
+        loop = _loop(storage, "bias_add_last" if last else "bias_add_middle")
 
         def bias_add(value, bias):
             if value.ndim < 2 or bias.ndim != 1 or bias.shape[0] != value.shape[axis]:
@@ -226,8 +256,7 @@ def _bias_add_grad(op, ctx):
     storage = op.get_attr("T").storage
 
     def build():
-        loop = _loops(storage).bias_add_grad_last
-        loop(np.zeros((1, 1), storage), np.zeros(1, storage))   # compiled now
+        loop = _loop(storage, "bias_add_grad_last")
 
         def bias_add_grad(grad):
             if grad.ndim < 2:
@@ -247,8 +276,7 @@ def _row_kernel(name: str):
         storage = op.get_attr("T").storage
 
         def build():
-            loop = getattr(_loops(storage), name)
-            loop(np.zeros((1, 1), storage), np.zeros((1, 1), storage))   # compiled now
+            loop = _loop(storage, name)
 
             def compute(x):
                 if x.ndim == 0:
@@ -376,7 +404,10 @@ _DEPTHWISE_NAMES = {"forward": "forward", "input": "backprop_input", "filter": "
 @functools.cache
 def _depthwise_loop(dtype: np.dtype, kind: str, multiplier_one: bool):
     """The compiled loop of ``kind`` for arrays of ``dtype``, for a multiplier of 1 or the
-    general one (which takes any multiplier), compiled now."""
+    general one (which takes any multiplier), compiled now: native, else numba's."""
+    native = _native("depthwise_loop", dtype, kind, multiplier_one)
+    if native is not None:
+        return native
     module = compile_module(_depthwise_source(multiplier_one), dtype)
     loop = getattr(module, _DEPTHWISE_NAMES[kind])
     one = np.zeros((1, 1, 1, 1), dtype)
@@ -562,7 +593,11 @@ _CONV_SAMPLES = {"gather": ((1,) * 6, (1,) * 4), "spread": ((1,) * 4, (1,) * 6),
 
 @functools.cache
 def _conv_loop(dtype: np.dtype, name: str):
-    """The compiled loop ``name`` for arrays of ``dtype``, compiled now (the others are not)."""
+    """The compiled loop ``name`` for arrays of ``dtype``, compiled now (the others are not):
+    native, else numba's."""
+    native = _native("conv_loop", dtype, name)
+    if native is not None:
+        return native
     loop = getattr(compile_module(_CONV_LOOPS, dtype), name)
     loop(*(np.zeros(shape, dtype) for shape in _CONV_SAMPLES[name]), 1, 1, 1, 1, 0, 0)
     return loop
@@ -646,11 +681,15 @@ _POOL_ELEMENTS_PER_THREAD = 1 << 18
 
 
 @functools.cache
-def _pool_loops(dtype: np.dtype):
-    loops = compile_module(_MAX_POOL_GRAD, dtype)
+def _pool_loop(dtype: np.dtype):
+    """max_pool_grad for arrays of ``dtype``, compiled now: native, else numba's."""
+    native = _native("max_pool_grad_loop", dtype)
+    if native is not None:
+        return native
+    loop = compile_module(_MAX_POOL_GRAD, dtype).max_pool_grad
     one = np.zeros((1, 1, 1, 1), dtype)
-    loops.max_pool_grad(one, one, one.copy(), 1, 1, 1, 1, 0, 0, 0, 1, np.zeros(1, dtype), np.zeros(1, np.int64))
-    return loops
+    loop(one, one, one.copy(), 1, 1, 1, 1, 0, 0, 0, 1, np.zeros(1, dtype), np.zeros(1, np.int64))
+    return loop
 
 
 @family.kernel("MaxPoolGrad", backend="numba")
@@ -665,7 +704,7 @@ def _max_pool_grad(op, ctx):
     (sh, sw), (kh, kw) = geometry.strides, window
 
     def build():
-        loop = _pool_loops(storage).max_pool_grad
+        loop = _pool_loop(storage)
 
         def max_pool_grad(orig_input, orig_output, grad):
             if not (type(orig_input) is np.ndarray and type(grad) is np.ndarray and orig_input.ndim == 4

@@ -1,0 +1,173 @@
+"""LLVM's machine-code compiler for gradreg's native kernels, through llvmlite, and calls through cffi.
+
+:func:`compile_ir` optimizes a module of LLVM IR (``-O3``'s pipeline for this CPU) and
+compiles it in memory; the returned address is called through a cffi function pointer of
+the kernel's C signature. Both steps run in llvmlite's C++ library, called through ctypes,
+which releases the GIL: a background thread compiling kernels does not stall the caller's
+Python. An engine (and its target machine, which it owns) lives as long as the process, as
+the code it holds is called for as long. The machine code is also kept in the kernel cache
+directory (native/ in gradreg.backends.numba.cache's), named by a hash of the IR, the CPU and
+LLVM's version: a later process loads it instead of optimizing and compiling again.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from gradreg.backends.numba.cache import cache_dir
+
+_lock = threading.Lock()
+_engines: list[Any] = []    # every execution engine made: their code is called until exit
+_from_cache = [0]           # how many of them loaded their machine code from the disk cache
+
+
+class Unavailable(RuntimeError):
+    """llvmlite or cffi is missing, or LLVM cannot compile for this machine."""
+
+
+@functools.cache
+def _llvm() -> Any:
+    try:
+        import llvmlite.binding as llvm
+    except ImportError as exc:
+        raise Unavailable(f"llvmlite is not installed: {exc}") from exc
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm
+
+
+@functools.cache
+def ffi() -> Any:
+    try:
+        import cffi
+    except ImportError as exc:
+        raise Unavailable(f"cffi is not installed: {exc}") from exc
+    return cffi.FFI()
+
+
+@functools.cache
+def _host() -> tuple[Any, str, str]:
+    llvm = _llvm()
+    target = llvm.Target.from_default_triple()
+    return target, llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+def _target_machine() -> Any:
+    target, cpu, features = _host()
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default", codemodel="jitdefault")
+
+
+@functools.cache
+def _pass_builder() -> Any:
+    llvm = _llvm()
+    # the optimizer's target machine is its own: an execution engine owns (and frees) the one it is given
+    machine = _target_machine()
+    options = llvm.create_pipeline_tuning_options(speed_level=3)
+    return machine, options, llvm.create_pass_builder(machine, options)
+
+
+def triple() -> str:
+    return str(_llvm().get_process_triple())
+
+
+def data_layout() -> str:
+    return str(_pass_builder()[0].target_data)
+
+
+def _cache_path(source: str) -> Path | None:
+    """Where the machine code of ``source`` is kept: the kernel cache directory (the numba
+    backend's, gradreg.backends.numba.cache), under native/, named by a hash of the IR, the
+    CPU and its features, and LLVM's version; None when no directory is writable."""
+    _, cpu, features = _host()
+    digest = hashlib.sha256("\0".join((source, triple(), cpu, features, _llvm().llvm_version_info.__str__(),
+                                       _FORMAT)).encode()).hexdigest()
+    return cache_dir() / "native" / digest[:2] / f"{digest[2:34]}.o"
+
+
+_FORMAT = "1"     # bump when the way kernels are compiled changes
+
+
+def _read_cached(path: Path | None) -> bytes | None:
+    if path is None:
+        return None
+    with contextlib.suppress(OSError):
+        return path.read_bytes()
+    return None
+
+
+def _write_cached(path: Path | None, code: bytes) -> None:
+    """Written whole or not at all (a temporary file renamed); a cache that cannot be written
+    is skipped: the kernel is compiled again by the next process."""
+    if path is None:
+        return
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".o")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(code)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def compile_ir(source: str, names: list[str]) -> dict[str, int]:
+    """Optimize and compile the IR module ``source`` (or load its machine code from the disk
+    cache); the addresses of its functions ``names``."""
+    llvm = _llvm()
+    path = _cache_path(source)
+    cached = _read_cached(path)
+    with _lock:
+        module = llvm.parse_assembly(source)
+        module.verify()
+        machine, _, builder = _pass_builder()
+        module.triple = triple()
+        module.data_layout = str(machine.target_data)
+        if cached is None:
+            builder.getModulePassManager().run(module, builder)
+        engine = llvm.create_mcjit_compiler(module, _target_machine())
+        written: list[bytes] = []
+        engine.set_object_cache(lambda _, code: written.append(bytes(code)),
+                                (lambda _: cached) if cached is not None else None)
+        engine.finalize_object()
+        _engines.append(engine)
+        addresses = {name: engine.get_function_address(name) for name in names}
+    if cached is None and written:
+        _write_cached(path, written[0])
+    elif cached is not None:
+        _from_cache[0] += 1
+    return addresses
+
+
+def compiled_count() -> int:
+    """How many modules this process has compiled or loaded."""
+    return len(_engines)
+
+
+def loaded_count() -> int:
+    """How many of them it loaded from the disk cache (optimized and compiled by an earlier process)."""
+    return _from_cache[0]
+
+
+def function(address: int, signature: str) -> Any:
+    """A cffi function pointer of C type ``signature`` (e.g. ``"void(*)(char*, int64_t)"``)."""
+    return ffi().cast(signature, address)
+
+
+def available() -> bool:
+    """Whether native kernels can be compiled here (llvmlite and cffi importable, LLVM set up)."""
+    try:
+        _llvm()
+        ffi()
+        _pass_builder()
+    except Exception:
+        return False
+    return True

@@ -1,0 +1,391 @@
+"""The nn family's compiled loops as native kernels (gradreg.backends.native): numba_kernels'
+loops written again for the tracer and compiled by LLVM, which takes tens of milliseconds with
+the GIL released where numba holds the GIL for half a second a loop.
+
+Each builder returns the loop numba_kernels compiles from source, for arrays of one dtype
+(float32 or float64), taking the same arguments (arrays C-contiguous, of that dtype and of the
+loop's rank) and computing the same values by the same operations in the same order: the
+float results are the numba loop's bits (softmax's float32 exp and log are the numba math
+library's polynomials, mathlib's ports of them; float64's are the C library's, as numba's).
+Each loop is built, and compiled, on its first request only:
+
+* :func:`loop`: ``bias_add_last``, ``bias_add_middle``, ``bias_add_grad_last``, ``softmax``,
+  ``log_softmax`` (numba_kernels._LOOPS);
+* :func:`depthwise_loop`: a depthwise convolution's ``forward``, ``input`` (backprop_input) or
+  ``filter`` (backprop_filter) loop, the multiplier-1 or the general form (_DEPTHWISE);
+* :func:`conv_loop`: ``gather``, ``spread`` or ``col2im`` (_CONV_LOOPS);
+* :func:`max_pool_grad_loop`: max pooling's gradient (_MAX_POOL_GRAD).
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from gradreg.native import BOOL, I64, Array, Kernel, Unsupported, Value, available, mathlib
+
+__all__ = ["Unsupported", "available", "conv_loop", "depthwise_loop", "loop", "max_pool_grad_loop"]
+
+Loop = Callable[..., None]
+
+
+def _kernel(name: str, dtype: np.dtype) -> Kernel:
+    """A kernel of the loop ``name`` for arrays of ``dtype`` (float32 and float64 only, as numba_kernels')."""
+    if dtype not in (np.float32, np.float64):
+        raise Unsupported(f"nn loops of {dtype}")
+    return Kernel(f"{name}_{dtype.name}")
+
+
+def _fill(k: Kernel, array: Array, value: float) -> None:
+    """``k.fill(array, value)`` with the body started first: dsl's fill reads the array's pointer
+    before anything starts the body (which binds the parameters), so as a kernel's first
+    statement it would fail."""
+    k.begin()
+    k.fill(array, value)
+
+
+# -- bias addition, softmax (numba_kernels._LOOPS) ------------------------------------------------
+
+def _bias_add_last(k: Kernel, dtype: np.dtype) -> None:
+    value, bias, out = k.array(dtype, 2), k.array(dtype, 1), k.array(dtype, 2)
+    for i in k.range(value.shape[0]):
+        for c in k.range(value.shape[1]):
+            out[i, c] = value[i, c] + bias[c]
+
+
+def _bias_add_middle(k: Kernel, dtype: np.dtype) -> None:
+    value, bias, out = k.array(dtype, 3), k.array(dtype, 1), k.array(dtype, 3)
+    for i in k.range(value.shape[0]):
+        for c in k.range(value.shape[1]):
+            b = bias[c]
+            for j in k.range(value.shape[2]):
+                out[i, c, j] = value[i, c, j] + b
+
+
+def _bias_add_grad_last(k: Kernel, dtype: np.dtype) -> None:
+    grad, out = k.array(dtype, 2), k.array(dtype, 1)
+    _fill(k, out, 0.0)
+    for i in k.range(grad.shape[0]):
+        for c in k.range(grad.shape[1]):
+            out[c] = out[c] + grad[i, c]
+
+
+def _sum(k: Kernel, values: Array) -> Value:
+    """numba_kernels' _sum: four running sums over the quads, the rest into the first."""
+    sums = [k.var(k.const(0, values.type)) for _ in range(4)]
+    n = values.shape[0]
+    quads = n >> 2
+    for q in k.range(quads):
+        j = q * 4
+        for s, var in enumerate(sums):
+            var.value = var.value + values[j + s]
+    for j in k.range(quads * 4, n):
+        sums[0].value = sums[0].value + values[j]
+    s0, s1, s2, s3 = (var.value for var in sums)
+    return (s0 + s1) + (s2 + s3)
+
+
+def _exp_shifted(k: Kernel, row: Array, out: Array) -> tuple[Value, Value]:
+    """out = exp(row - max(row)); (max(row), sum(out)). The max keeps a NaN, as NumPy's."""
+    m = k.var(row[0])
+    for j in k.range(1, row.shape[0]):
+        v = row[j]
+        m.value = k.where((v > m.value) | (v != v), v, m.value)
+    top = m.value
+    for j in k.range(row.shape[0]):
+        out[j] = mathlib.exp(row[j] - top)
+    return top, _sum(k, out)
+
+
+def _row_loop(k: Kernel, dtype: np.dtype, log: bool) -> None:
+    x, out = k.array(dtype, 2), k.array(dtype, 2)
+    # An empty row (never passed: the kernel skips empty arrays) reads nothing here.
+    with k.if_(x.shape[1] > 0):
+        for i in k.range(x.shape[0]):
+            m, total = _exp_shifted(k, x.sub(i), out.sub(i))
+            if log:
+                log_total = mathlib.log(total)
+                for j in k.range(x.shape[1]):
+                    out[i, j] = (x[i, j] - m) - log_total
+            else:
+                inv = 1.0 / total
+                for j in k.range(x.shape[1]):
+                    out[i, j] = out[i, j] * inv
+
+
+_LOOPS: dict[str, Callable[[Kernel, np.dtype], None]] = {
+    "bias_add_last": _bias_add_last,
+    "bias_add_middle": _bias_add_middle,
+    "bias_add_grad_last": _bias_add_grad_last,
+    "softmax": lambda k, dtype: _row_loop(k, dtype, False),
+    "log_softmax": lambda k, dtype: _row_loop(k, dtype, True),
+}
+
+
+def loop(dtype: Any, name: str) -> Loop:
+    """numba_kernels' loop ``name`` of _LOOPS for arrays of ``dtype``, compiled now."""
+    return _loop(np.dtype(dtype), name)
+
+
+@functools.cache
+def _loop(dtype: np.dtype, name: str) -> Loop:
+    k = _kernel(name, dtype)
+    _LOOPS[name](k, dtype)
+    return k.compile()
+
+
+# -- windows --------------------------------------------------------------------------------------
+
+class _Geometry:
+    """A window loop's int parameters: strides, dilations, the padding before (top, left)."""
+
+    def __init__(self, k: Kernel):
+        self.sh, self.sw, self.dh, self.dw, self.top, self.left = (k.int_param() for _ in range(6))
+
+
+def _taps(k: Kernel, g: _Geometry, y: Value, x: Value, kh: Value, kw: Value, h: Value,
+          w: Value) -> Iterator[tuple[Value, Value, Value, Value]]:
+    """(i, j, ih, iw) of the taps of output (y, x) inside the h x w input: the numba loops'
+    ``for i ...: ih = ...; if outside: continue; for j ...`` (the body after the yield is traced once)."""
+    for i in k.range(kh):
+        ih = y * g.sh + i * g.dh - g.top
+        with k.if_((ih >= 0) & (ih < h)):
+            for j in k.range(kw):
+                iw = x * g.sw + j * g.dw - g.left
+                with k.if_((iw >= 0) & (iw < w)):
+                    yield i, j, ih, iw
+
+
+# -- depthwise convolution (numba_kernels._DEPTHWISE) ---------------------------------------------
+
+# NHWC; f is (kh, kw, c, multiplier). Each tap function is the innermost loop of its kind
+# (_DEPTHWISE_TAPS), for a multiplier of 1 (one) or any.
+
+def _tap_forward(k: Kernel, one: bool, c: Value, m: Value, o: Array, xr: Array, fr: Array) -> None:
+    for ch in k.range(c):
+        if one:
+            o[ch] = o[ch] + xr[ch] * fr[ch, 0]
+        else:
+            v = xr[ch]
+            for q in k.range(m):
+                o[ch * m + q] = o[ch * m + q] + v * fr[ch, q]
+
+
+def _tap_input(k: Kernel, one: bool, c: Value, m: Value, d: Array, g: Array, fr: Array) -> None:
+    for ch in k.range(c):
+        if one:
+            d[ch] = d[ch] + g[ch] * fr[ch, 0]
+        else:
+            s = k.var(k.const(0, d.type))
+            for q in k.range(m):
+                s.value = s.value + g[ch * m + q] * fr[ch, q]
+            d[ch] = d[ch] + s.value
+
+
+def _tap_filter(k: Kernel, one: bool, c: Value, m: Value, fr: Array, xr: Array, g: Array) -> None:
+    for ch in k.range(c):
+        if one:
+            fr[ch, 0] = fr[ch, 0] + xr[ch] * g[ch]
+        else:
+            v = xr[ch]
+            for q in k.range(m):
+                fr[ch, q] = fr[ch, q] + v * g[ch * m + q]
+
+
+def _depthwise_forward(k: Kernel, dtype: np.dtype, one: bool) -> None:
+    # forward(x, f, out, sh, sw, dh, dw, top, left, n0, n1)
+    x, f, out = (k.array(dtype, 4) for _ in range(3))
+    geometry = _Geometry(k)
+    n0, n1 = k.int_param(), k.int_param()
+    h, w, c = x.shape[1], x.shape[2], x.shape[3]
+    kh, kw, m = f.shape[0], f.shape[1], f.shape[3]
+    for n in k.range(n0, n1):
+        for oh in k.range(out.shape[1]):
+            for ow in k.range(out.shape[2]):
+                o = out.sub(n, oh, ow)
+                _fill(k, o, 0.0)
+                for i, j, ih, iw in _taps(k, geometry, oh, ow, kh, kw, h, w):
+                    _tap_forward(k, one, c, m, o, x.sub(n, ih, iw), f.sub(i, j))
+
+
+def _depthwise_input(k: Kernel, dtype: np.dtype, one: bool) -> None:
+    # backprop_input(dy, f, dx, sh, sw, dh, dw, top, left, n0, n1)
+    dy, f, dx = (k.array(dtype, 4) for _ in range(3))
+    geometry = _Geometry(k)
+    n0, n1 = k.int_param(), k.int_param()
+    h, w, c = dx.shape[1], dx.shape[2], dx.shape[3]
+    kh, kw, m = f.shape[0], f.shape[1], f.shape[3]
+    for n in k.range(n0, n1):
+        _fill(k, dx.sub(n), 0.0)
+        for oh in k.range(dy.shape[1]):
+            for ow in k.range(dy.shape[2]):
+                g = dy.sub(n, oh, ow)
+                for i, j, ih, iw in _taps(k, geometry, oh, ow, kh, kw, h, w):
+                    _tap_input(k, one, c, m, dx.sub(n, ih, iw), g, f.sub(i, j))
+
+
+def _depthwise_filter(k: Kernel, dtype: np.dtype, one: bool) -> None:
+    # backprop_filter(x, dy, df, sh, sw, dh, dw, top, left, n0, n1); df: this part's sum
+    x, dy, df = (k.array(dtype, 4) for _ in range(3))
+    geometry = _Geometry(k)
+    n0, n1 = k.int_param(), k.int_param()
+    h, w, c = x.shape[1], x.shape[2], x.shape[3]
+    kh, kw, m = df.shape[0], df.shape[1], df.shape[3]
+    _fill(k, df, 0.0)
+    for n in k.range(n0, n1):
+        for oh in k.range(dy.shape[1]):
+            for ow in k.range(dy.shape[2]):
+                g = dy.sub(n, oh, ow)
+                for i, j, ih, iw in _taps(k, geometry, oh, ow, kh, kw, h, w):
+                    _tap_filter(k, one, c, m, df.sub(i, j), x.sub(n, ih, iw), g)
+
+
+_DEPTHWISE: dict[str, Callable[[Kernel, np.dtype, bool], None]] = {
+    "forward": _depthwise_forward, "input": _depthwise_input, "filter": _depthwise_filter}
+
+
+def depthwise_loop(dtype: Any, kind: str, multiplier_one: bool) -> Loop:
+    """numba_kernels' depthwise loop of ``kind`` ("forward", "input", "filter") for arrays of
+    ``dtype``, the multiplier-1 form or the general one, compiled now."""
+    return _depthwise_loop(np.dtype(dtype), kind, bool(multiplier_one))
+
+
+@functools.cache
+def _depthwise_loop(dtype: np.dtype, kind: str, multiplier_one: bool) -> Loop:
+    k = _kernel(f"depthwise_{kind}_{'one' if multiplier_one else 'any'}", dtype)
+    _DEPTHWISE[kind](k, dtype, multiplier_one)
+    return k.compile()
+
+
+# -- Conv2D's loops (numba_kernels._CONV_LOOPS) ---------------------------------------------------
+
+def _gather(k: Kernel, dtype: np.dtype) -> None:
+    # gather(z, out, sh, sw, dh, dw, top, left)
+    z, out = k.array(dtype, 6), k.array(dtype, 4)
+    geometry = _Geometry(k)
+    n, oh, ow, o = out.shape
+    h, w, kh, kw = z.shape[1], z.shape[2], z.shape[3], z.shape[4]
+    for b in k.range(n):
+        for y in k.range(oh):
+            for x in k.range(ow):
+                dst = out.sub(b, y, x)
+                _fill(k, dst, 0.0)
+                for i, j, ih, iw in _taps(k, geometry, y, x, kh, kw, h, w):
+                    src = z.sub(b, ih, iw, i, j)
+                    for ch in k.range(o):
+                        dst[ch] = dst[ch] + src[ch]
+
+
+def _spread(k: Kernel, dtype: np.dtype) -> None:
+    # spread(dy, d, sh, sw, dh, dw, top, left)
+    dy, d = k.array(dtype, 4), k.array(dtype, 6)
+    geometry = _Geometry(k)
+    n, oh, ow, o = dy.shape
+    h, w, kh, kw = d.shape[1], d.shape[2], d.shape[3], d.shape[4]
+    _fill(k, d, 0.0)
+    for b in k.range(n):
+        for y in k.range(oh):
+            for x in k.range(ow):
+                src = dy.sub(b, y, x)
+                for i, j, ih, iw in _taps(k, geometry, y, x, kh, kw, h, w):
+                    dst = d.sub(b, ih, iw, i, j)
+                    for ch in k.range(o):
+                        dst[ch] = src[ch]
+
+
+def _col2im(k: Kernel, dtype: np.dtype) -> None:
+    # col2im(cols, dx, sh, sw, dh, dw, top, left)
+    cols, dx = k.array(dtype, 6), k.array(dtype, 4)
+    geometry = _Geometry(k)
+    n, oh, ow, kh, kw, c = cols.shape
+    h, w = dx.shape[1], dx.shape[2]
+    for b in k.range(n):
+        _fill(k, dx.sub(b), 0.0)
+        for y in k.range(oh):
+            for x in k.range(ow):
+                for i, j, ih, iw in _taps(k, geometry, y, x, kh, kw, h, w):
+                    src = cols.sub(b, y, x, i, j)
+                    dst = dx.sub(b, ih, iw)
+                    for ch in k.range(c):
+                        dst[ch] = dst[ch] + src[ch]
+
+
+_CONV: dict[str, Callable[[Kernel, np.dtype], None]] = {"gather": _gather, "spread": _spread, "col2im": _col2im}
+
+
+def conv_loop(dtype: Any, name: str) -> Loop:
+    """numba_kernels' Conv2D loop ``name`` ("gather", "spread", "col2im") for arrays of
+    ``dtype``, compiled now."""
+    return _conv_loop(np.dtype(dtype), name)
+
+
+@functools.cache
+def _conv_loop(dtype: np.dtype, name: str) -> Loop:
+    k = _kernel(name, dtype)
+    _CONV[name](k, dtype)
+    return k.compile()
+
+
+# -- max pooling's gradient (numba_kernels._MAX_POOL_GRAD) ----------------------------------------
+
+def _floor_div_mod(a: Value, b: Value) -> tuple[Value, Value]:
+    """Python's (a // b, a % b) of int64 values (numba's: the quotient floored, the remainder
+    of the divisor's sign)."""
+    k = a.k
+    q = Value(k, I64, k.b.sdiv(a.ir, b.ir))
+    r = Value(k, I64, k.b.srem(a.ir, b.ir))
+    adjust = (r != 0) & ((r < 0) != (b < 0))
+    return q - adjust.cast(I64), r + k.where(adjust, b, 0)
+
+
+def _max_pool_grad(k: Kernel, dtype: np.dtype) -> None:
+    # max_pool_grad(x, g, dx, sh, sw, kh, kw, top, left, n0, n1, best, at)
+    x, g, dx = (k.array(dtype, 4) for _ in range(3))
+    sh, sw, kh, kw, top, left, n0, n1 = (k.int_param() for _ in range(8))
+    best, at = k.array(dtype, 1), k.array(np.int64, 1)
+    h, w, c = x.shape[1], x.shape[2], x.shape[3]
+    for n in k.range(n0, n1):
+        _fill(k, dx.sub(n), 0.0)
+        for oy in k.range(g.shape[1]):
+            for ox in k.range(g.shape[2]):
+                found = k.var(k.const(False, BOOL))
+                for i in k.range(kh):
+                    iy = oy * sh + i - top
+                    with k.if_((iy >= 0) & (iy < h)):
+                        for j in k.range(kw):
+                            ix = ox * sw + j - left
+                            with k.if_((ix >= 0) & (ix < w)):
+                                xr = x.sub(n, iy, ix)
+                                where = iy * w + ix
+                                first = ~found.value
+                                with k.if_(first):
+                                    for ch in k.range(c):
+                                        best[ch] = xr[ch]
+                                        at[ch] = where
+                                    found.value = True
+                                with k.if_(~first):
+                                    for ch in k.range(c):
+                                        b, v = best[ch], xr[ch]
+                                        greater = b < v
+                                        best[ch] = k.where(greater, v, b)
+                                        at[ch] = k.where(greater, where, at[ch])
+                with k.if_(found.value):
+                    gr = g.sub(n, oy, ox)
+                    for ch in k.range(c):
+                        row, column = _floor_div_mod(at[ch], w)
+                        dx[n, row, column, ch] = dx[n, row, column, ch] + gr[ch]
+
+
+def max_pool_grad_loop(dtype: Any) -> Loop:
+    """numba_kernels' max_pool_grad for arrays of ``dtype`` (``best`` of ``dtype``, ``at`` of
+    int64), compiled now."""
+    return _max_pool_grad_loop(np.dtype(dtype))
+
+
+@functools.cache
+def _max_pool_grad_loop(dtype: np.dtype) -> Loop:
+    k = _kernel("max_pool_grad", dtype)
+    _max_pool_grad(k, dtype)
+    return k.compile()

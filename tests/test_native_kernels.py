@@ -1,0 +1,184 @@
+"""gradreg's native kernels (gradreg.backends.native): the traced loops, the math library
+and the fused elementwise groups agree with numba's and NumPy's.
+
+The float32 math functions are the numba math library's polynomials traced again: they must
+give the same bits. Fused groups of the ops with a native form are built with numba's path
+made to fail, so each test fails if a group did not take the native one.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradreg as gr
+from gradreg.backends import native
+from gradreg.backends.numba import kernels
+from gradreg.backends.numba.codegen import static_states
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="llvmlite or cffi missing")
+
+from gradreg.backends.native import dsl, fused  # noqa: E402
+from tests.test_numba_kernels import SPECIAL, assert_same, binary_values, build, run_both, values  # noqa: E402
+
+# The ops whose templates have a native form (the others -- Sin, Pow, Erf, ... -- go to numba).
+UNARY = ["Neg", "Abs", "Square", "Sqrt", "Exp", "Expm1", "Log", "Log1p", "Tanh", "Floor", "Ceil", "Rint", "Round",
+         "Reciprocal", "Inv", "IsFinite", "IsNan", "IsInf", "Sign", "Rsqrt", "Sigmoid", "Relu", "Relu6", "Elu",
+         "Selu", "Softplus", "Softsign"]
+BINARY = ["AddV2", "Add", "Sub", "Mul", "Div", "RealDiv", "Maximum", "Minimum", "TruncateMod", "Mod", "Less",
+          "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "FloorDiv", "TruncateDiv", "FloorMod",
+          "SquaredDifference", "DivNoNan", "MulNoNan", "Xlogy", "Xdivy", "Xlog1py", "ReluGrad", "Relu6Grad",
+          "EluGrad", "SeluGrad", "SoftplusGrad", "SoftsignGrad"]
+SAME_SHAPE_BINARY = ["TanhGrad", "SigmoidGrad", "SqrtGrad", "RsqrtGrad", "ReciprocalGrad", "InvGrad"]
+
+
+@pytest.fixture
+def native_only(monkeypatch):
+    """numba's path fails: a group that did not take the native one fails the test."""
+    def refuse(source):
+        raise AssertionError("a fused group went to numba")
+    monkeypatch.setattr(kernels, "load_kernel", refuse)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unary_ops_fused_natively_agree_with_numpy(dtype, native_only):
+    graph = gr.Graph()
+    (x,), ops = build(graph, UNARY, 1, dtype)
+    for feed in (values(dtype, 3000, 1), np.zeros(0, dtype), values(dtype, 10, 2).reshape(4, 8)):
+        group, got, expected = run_both(ops, [x], [feed])
+        assert_same(ops, got, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_binary_ops_fused_natively_agree_with_numpy(dtype, native_only):
+    graph = gr.Graph()
+    (x, y), ops = build(graph, BINARY, 2, dtype)
+    a, b = binary_values(dtype)
+    for feeds in [(a, b), (a, np.asarray(b[5])), (np.asarray(a[7]), b), (np.asarray(dtype(0)), b)]:
+        group, got, expected = run_both(ops, [x, y], list(feeds))
+        assert_same(ops, got, expected, dtype)
+    (x, y), ops = build(gr.Graph(), SAME_SHAPE_BINARY, 2, dtype)
+    group, got, expected = run_both(ops, [x, y], [a, b])
+    assert_same(ops, got, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_static_chain_with_a_row_runs_natively_in_parts(dtype, native_only):
+    """A layer's BiasAdd + Relu6 + Mul of static shapes: the static loop, its outer dim split in
+    parts (lo, hi) as the kernel threads call it, equals NumPy's."""
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.as_dtype(dtype), (6, 5, 7), name="x")
+        bias = gr.placeholder(gr.as_dtype(dtype), (7,), name="bias")
+        scale = gr.placeholder(gr.as_dtype(dtype), (), name="scale")
+        a = gr.apply_op("BiasAdd", x, bias, name="a")
+        r = gr.apply_op("Relu6", a, name="r")
+        m = gr.apply_op("Mul", r, scale, name="m")
+    ops = [a.op, r.op, m.op]
+    rng = np.random.default_rng(0)
+    feeds = [(rng.standard_normal((6, 5, 7)) * 4).astype(dtype), rng.standard_normal(7).astype(dtype),
+             np.asarray(dtype(1.5))]
+    group, got, expected = run_both(ops, [x, bias, scale], feeds)
+    assert_same(ops, got, expected, dtype)
+    state = static_states(group)
+    assert state is not None
+    loop = fused.static_loop(group, state)
+    outs = [np.full((6, 5, 7), np.nan, dtype) for _ in group.outputs]
+    by_tensor = dict(zip([x, bias, scale], feeds))
+    args = [by_tensor[t] if t is not scale else dtype(1.5) for t in group.inputs]
+    for lo, hi in [(0, 2), (2, 3), (3, 6)]:
+        loop(lo, hi, 5, 7, *args, *outs)
+    for t, out in zip(group.outputs, outs):
+        np.testing.assert_array_equal(out, got[t])
+
+
+def _map_kernel(name: str, dtype):
+    k = dsl.Kernel("f")
+    x = k.array(dtype, 1)
+    out = k.array(dtype, 1)
+    for i in k.range(x.shape[0]):
+        out[i] = fused._FUNCTIONS[name](k, x[i])
+    return k.compile()
+
+
+MATH = {"exp": "exp_f32", "log": "log_f32", "expm1": "expm1_f32", "log1p": "log1p_f32", "tanh": "tanh_f32",
+        "sigmoid": "sigmoid_f32"}
+
+
+@pytest.mark.parametrize("name", sorted(MATH))
+def test_float32_math_gives_the_bits_of_numbas(name):
+    numba = pytest.importorskip("numba")
+    from gradreg.backends.numba import mathlib
+    scalar = getattr(mathlib, MATH[name])
+
+    @numba.njit
+    def reference(x, out):
+        for i in range(x.shape[0]):
+            out[i] = scalar(x[i])
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.standard_normal(20000) * rng.choice([1e-3, 0.3, 1.0, 10.0, 100.0], 20000),
+                        np.array(SPECIAL), np.array([1e-40, -1e-40, 1.1754944e-38, 0.625, -0.625, 0.3, -0.3,
+                                                     88.72284, 88.72285, -103.97208, -103.9721])]).astype(np.float32)
+    got, want = np.empty_like(x), np.empty_like(x)
+    _map_kernel(name, np.float32)(x, got)
+    reference(x, want)
+    np.testing.assert_array_equal(got.view(np.int32)[~np.isnan(want)], want.view(np.int32)[~np.isnan(want)])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+@pytest.mark.parametrize("name, numpy", [("exp", np.exp), ("log", np.log), ("expm1", np.expm1),
+                                         ("log1p", np.log1p), ("tanh", np.tanh)])
+def test_float64_math_is_the_c_librarys(name, numpy):
+    x = values(np.float64, 5000, 3)
+    got = np.empty_like(x)
+    _map_kernel(name, np.float64)(x, got)
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(got, numpy(x), rtol=1e-15, atol=0, equal_nan=True)
+
+
+def test_a_kernel_checks_its_arguments_and_refuses_mixed_types():
+    k = dsl.Kernel("add_one")
+    x = k.array(np.float32, 2)
+    out = k.array(np.float32, 2)
+    for i in k.range(x.shape[0]):
+        for j in k.range(x.shape[1]):
+            out[i, j] = x[i, j] + 1.0
+    add_one = k.compile()
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.empty_like(a)
+    add_one(a, b)
+    np.testing.assert_array_equal(b, a + 1)
+    with pytest.raises(TypeError, match="float32, 2-d"):
+        add_one(a.astype(np.float64), b)
+    with pytest.raises(TypeError, match="float32, 2-d"):
+        add_one(a.reshape(-1), b)
+    with pytest.raises(ValueError, match="contiguous"):
+        add_one(a[:, ::2], b[:, :2])     # not contiguous: refused, never read as if it were
+    k = dsl.Kernel("mixed")
+    x = k.array(np.float32, 1)
+    y = k.array(np.float64, 1)
+    with pytest.raises(dsl.Unsupported, match="f32 and f64"):
+        x[0] + y[0]
+
+
+def test_bool_arrays_and_vars():
+    """A bool array read and written (NumPy's one byte per value), a running sum in a var."""
+    k = dsl.Kernel("count")
+    mask = k.array(np.bool_, 1)
+    x = k.array(np.float64, 1)
+    out = k.array(np.bool_, 1)
+    total = k.array(np.float64, 1)
+    s = k.var(k.const(0.0, dsl.F64))
+    for i in k.range(x.shape[0]):
+        out[i] = ~mask[i] & (x[i] > 0.0)
+        s.value = s.value + k.where(mask[i], x[i], 0.0)
+    total[0] = s.value
+    count = k.compile()
+    rng = np.random.default_rng(1)
+    m, v = rng.random(101) < 0.5, rng.standard_normal(101)
+    o, t = np.empty(101, bool), np.zeros(1)
+    count(m, v, o, t)
+    np.testing.assert_array_equal(o, ~m & (v > 0))
+    want = 0.0
+    for keep, value in zip(m, v):
+        want += value if keep else 0.0
+    assert t[0] == want

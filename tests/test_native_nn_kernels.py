@@ -1,0 +1,232 @@
+"""The nn family's native loops (nn/native_kernels) give the numba loops' values (nn/numba_kernels).
+
+Each native loop and the numba loop compiled from numba_kernels' source (compile_module, as
+numba_kernels builds them where native kernels are not available) run on the same random
+inputs, float32 and float64: odd sizes, strides 1 and 2, dilations, padding before the input
+(top/left > 0), multipliers 1 and 3, a batch range n0..n1 inside the batch. Both loops do the
+same operations in the same order (the float32 exp and log of softmax are the same polynomials
+in both), so the results are compared bit for bit (NaN equal to NaN).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradreg.kernel_support import compile_module
+
+pytest.importorskip("numba")
+native_kernels = pytest.importorskip("gradreg_plugins.nn.native_kernels")
+if not native_kernels.available():
+    pytest.skip("native kernels are not available here", allow_module_level=True)
+
+from gradreg_plugins.nn import numba_kernels  # noqa: E402  (after the skips)
+
+DTYPES = [np.float32, np.float64]
+
+# (strides, dilations, top, left)
+GEOMETRIES = [((1, 1), (1, 1), 0, 0), ((1, 1), (1, 1), 1, 1), ((2, 2), (1, 1), 1, 0), ((1, 2), (2, 1), 2, 1),
+              ((2, 1), (2, 2), 0, 2)]
+# (n, n0, n1): the whole batch and a range inside it
+BATCHES = [(3, 0, 3), (5, 1, 4)]
+
+
+def _numba(source: str, dtype, name: str):
+    return getattr(compile_module(source, np.dtype(dtype)), name)
+
+
+def _random(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _out_size(size: int, k: int, stride: int, dilation: int, before: int) -> int:
+    """An output size whose windows reach past both ends of the input (what SAME padding and more give)."""
+    return (size + 2 * before + 1 - (k - 1) * dilation - 1) // stride + 2
+
+
+def _run_both(native, numba, inputs, outputs, *scalars):
+    """Both loops on ``inputs`` and copies of ``outputs`` (filled alike, so entries a loop does not
+    write compare equal); the outputs each wrote."""
+    results = []
+    for loop in (native, numba):
+        outs = [o.copy() for o in outputs]
+        loop(*inputs, *outs, *scalars)
+        results.append(outs)
+    return results
+
+
+def _assert_same(results) -> None:
+    for got, want in zip(*results):
+        np.testing.assert_array_equal(got, want)
+
+
+# -- bias addition, softmax ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name, shapes", [
+    ("bias_add_last", [(7, 5), (5,)]), ("bias_add_last", [(1, 1), (1,)]),
+    ("bias_add_middle", [(3, 5, 7), (5,)]), ("bias_add_middle", [(2, 1, 9), (1,)]),
+])
+def test_bias_add(dtype, name, shapes):
+    rng = np.random.default_rng(1)
+    value, bias = (_random(rng, s, dtype) for s in shapes)
+    results = _run_both(native_kernels.loop(dtype, name), _numba(numba_kernels._LOOPS, dtype, name),
+                        [value, bias], [np.full(shapes[0], 9.0, dtype)])
+    _assert_same(results)
+    np.testing.assert_array_equal(results[0][0], value + (bias if name == "bias_add_last" else bias[:, None]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(13, 5), (1000, 3), (1, 1), (0, 4)])
+def test_bias_add_grad(dtype, shape):
+    rng = np.random.default_rng(2)
+    grad = _random(rng, shape, dtype) * 100
+    results = _run_both(native_kernels.loop(dtype, "bias_add_grad_last"),
+                        _numba(numba_kernels._LOOPS, dtype, "bias_add_grad_last"),
+                        [grad], [np.full(shape[1], 9.0, dtype)])
+    _assert_same(results)
+
+
+def _softmax_input(dtype, n: int) -> np.ndarray:
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((10, n)) * 30).astype(dtype)
+    x[1] = rng.uniform(-120, 90, n)             # float32 exp's clamps and its subnormal results
+    x[2, 0] = np.nan                            # the max NaN from the first value on
+    x[3, -1] = 1e3                              # the max last
+    x[4] = -np.inf                              # all -inf: -inf - -inf is NaN, as NumPy's
+    x[5, n // 2] = np.inf
+    x[6] = 0.0
+    x[7, -1] = np.nan                           # a NaN last
+    x[8] = x[8] * 1e-40                         # subnormal values (float32)
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 33, 1001])
+def test_softmax(dtype, name, n):
+    """Every row length's four running sums and the rest; the special rows of
+    tests/test_numba_kernels' softmax test."""
+    x = _softmax_input(dtype, n)
+    with np.errstate(all="ignore"):
+        results = _run_both(native_kernels.loop(dtype, name), _numba(numba_kernels._LOOPS, dtype, name),
+                            [x], [np.full(x.shape, 9.0, dtype)])
+    _assert_same(results)
+    assert np.isnan(results[0][0][2]).all() and np.isnan(results[0][0][4]).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_of_no_rows(dtype):
+    out = np.empty((0, 3), dtype)
+    native_kernels.loop(dtype, "softmax")(np.empty((0, 3), dtype), out)
+    native_kernels.loop(dtype, "log_softmax")(np.empty((4, 0), dtype), np.empty((4, 0), dtype))
+
+
+# -- depthwise convolution ----------------------------------------------------------------------------
+
+def _depthwise_case(dtype, kind: str, multiplier: int, geometry, batch):
+    """(inputs, outputs, scalars) of the depthwise loop of ``kind``: x (n, 7, 6, 3), f (3, 2, 3, m)."""
+    (sh, sw), (dh, dw), top, left = geometry
+    n, n0, n1 = batch
+    h, w, c, kh, kw = 7, 6, 3, 3, 2
+    oh, ow = _out_size(h, kh, sh, dh, top), _out_size(w, kw, sw, dw, left)
+    rng = np.random.default_rng(4)
+    x = _random(rng, (n, h, w, c), dtype)
+    f = _random(rng, (kh, kw, c, multiplier), dtype)
+    dy = _random(rng, (n, oh, ow, c * multiplier), dtype)
+    scalars = (sh, sw, dh, dw, top, left, n0, n1)
+    if kind == "forward":
+        return [x, f], [np.full((n, oh, ow, c * multiplier), 9.0, dtype)], scalars
+    if kind == "input":
+        return [dy, f], [np.full((n, h, w, c), 9.0, dtype)], scalars
+    return [x, dy], [np.full(f.shape, 9.0, dtype)], scalars
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["forward", "input", "filter"])
+@pytest.mark.parametrize("multiplier_one, multiplier", [(True, 1), (False, 1), (False, 3)])
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+@pytest.mark.parametrize("batch", BATCHES)
+def test_depthwise(dtype, kind, multiplier_one, multiplier, geometry, batch):
+    inputs, outputs, scalars = _depthwise_case(dtype, kind, multiplier, geometry, batch)
+    numba = _numba(numba_kernels._depthwise_source(multiplier_one), dtype, numba_kernels._DEPTHWISE_NAMES[kind])
+    results = _run_both(native_kernels.depthwise_loop(dtype, kind, multiplier_one), numba, inputs, outputs, *scalars)
+    _assert_same(results)
+    n0, n1 = scalars[-2:]
+    if kind != "filter":        # the batch entries outside n0..n1 left as they were
+        assert (results[0][0][:n0] == 9).all() and (results[0][0][n1:] == 9).all()
+
+
+# -- Conv2D's loops ---------------------------------------------------------------------------------------
+
+def _conv_case(dtype, name: str, geometry, n: int):
+    (sh, sw), (dh, dw), top, left = geometry
+    h, w, c, kh, kw, o = 7, 5, 3, 3, 2, 4
+    oh, ow = _out_size(h, kh, sh, dh, top), _out_size(w, kw, sw, dw, left)
+    rng = np.random.default_rng(6)
+    scalars = (sh, sw, dh, dw, top, left)
+    if name == "gather":
+        return [_random(rng, (n, h, w, kh, kw, o), dtype)], [np.full((n, oh, ow, o), 9.0, dtype)], scalars
+    if name == "spread":
+        return [_random(rng, (n, oh, ow, o), dtype)], [np.full((n, h, w, kh, kw, o), 9.0, dtype)], scalars
+    return [_random(rng, (n, oh, ow, kh, kw, c), dtype)], [np.full((n, h, w, c), 9.0, dtype)], scalars
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["gather", "spread", "col2im"])
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+@pytest.mark.parametrize("n", [1, 3])
+def test_conv(dtype, name, geometry, n):
+    inputs, outputs, scalars = _conv_case(dtype, name, geometry, n)
+    results = _run_both(native_kernels.conv_loop(dtype, name), _numba(numba_kernels._CONV_LOOPS, dtype, name),
+                        inputs, outputs, *scalars)
+    _assert_same(results)
+
+
+# -- max pooling's gradient -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("strides, window, top, left", [((1, 1), (3, 3), 1, 1), ((2, 2), (3, 2), 0, 1),
+                                                        ((2, 1), (2, 2), 0, 0), ((1, 2), (3, 3), 2, 0)])
+@pytest.mark.parametrize("batch", BATCHES)
+def test_max_pool_grad(dtype, strides, window, top, left, batch):
+    """Ties (values rounded to few levels: the first tap inside the input wins, a later one only
+    when strictly greater) and NaN inputs."""
+    (sh, sw), (kh, kw) = strides, window
+    n, n0, n1 = batch
+    h, w, c = 7, 6, 5
+    oh, ow = _out_size(h, kh, sh, 1, top), _out_size(w, kw, sw, 1, left)
+    rng = np.random.default_rng(7)
+    x = np.round(rng.standard_normal((n, h, w, c)) * 2).astype(dtype)
+    x[0, 2, 3, 1] = np.nan
+    g = _random(rng, (n, oh, ow, c), dtype)
+    results = []
+    numba = _numba(numba_kernels._MAX_POOL_GRAD, dtype, "max_pool_grad")
+    for loop in (native_kernels.max_pool_grad_loop(dtype), numba):
+        dx = np.full(x.shape, 9.0, dtype)
+        loop(x, g, dx, sh, sw, kh, kw, top, left, n0, n1, np.empty(c, dtype), np.empty(c, np.int64))
+        results.append([dx])
+    _assert_same(results)
+    assert (results[0][0][:n0] == 9).all() and (results[0][0][n1:] == 9).all()
+
+
+# -- numba_kernels takes the native loops ----------------------------------------------------------------
+
+def test_numba_kernels_build_the_native_loops():
+    f32 = np.dtype(np.float32)
+    assert numba_kernels._loop(f32, "softmax") is native_kernels.loop(f32, "softmax")
+    assert numba_kernels._depthwise_loop(f32, "input", True) is native_kernels.depthwise_loop(f32, "input", True)
+    assert numba_kernels._conv_loop(f32, "col2im") is native_kernels.conv_loop(f32, "col2im")
+    assert numba_kernels._pool_loop(f32) is native_kernels.max_pool_grad_loop(f32)
+
+
+def test_numba_kernels_fall_back_to_numba(monkeypatch):
+    f64 = np.dtype(np.float64)
+    numba = numba_kernels._loops(f64).bias_add_last
+
+    def unsupported(*args):
+        raise native_kernels.Unsupported("no native form")
+    monkeypatch.setattr(native_kernels, "loop", unsupported)
+    assert numba_kernels._loop(f64, "bias_add_last") is numba
+    monkeypatch.setattr(native_kernels, "available", lambda: False)
+    assert numba_kernels._loop(f64, "bias_add_last") is numba
+    assert numba.signatures        # compiled by its first call
