@@ -254,7 +254,8 @@ def test_the_command_line_writes_with_the_umask(tmp_path):
 
 # Modules allowed to create files themselves: the safe writer; the npz writer (it opens members of
 # the zip archive it writes into atomic_write's file); the numba backend's cache of generated
-# kernels (write-once files in a private directory, where numba's cache wants them).
+# kernels (write-once files in a private directory, where numba's cache wants them; the native
+# kernels' machine code beside them).
 OWN_WRITERS = {"gradreg/formats/atomic.py", "gradreg/formats/npz.py", "gradreg/backends/numba/cache.py"}
 _WRITING_CALLS = {"tofile", "write_bytes", "write_text", "mkstemp", "NamedTemporaryFile"}
 # numpy's writers, as np.save(...): a method called save (Saver.save, which writes through

@@ -87,9 +87,8 @@ class Value:
             return Value(self.k, self.type, getattr(bld, float_op)(a.ir, b.ir))
         if int_op is None or self.type.is_bool and int_op not in ("and_", "or_", "xor"):
             raise Unsupported(f"{float_op} on {self.type}")
-        flags = ["nsw"] if int_op in ("add", "sub", "mul") else []
-        op = getattr(bld, int_op)
-        return Value(self.k, self.type, op(a.ir, b.ir, flags=flags) if flags else op(a.ir, b.ir))
+        # integers wrap around as NumPy's do (index arithmetic, which cannot, is marked: _index)
+        return Value(self.k, self.type, getattr(bld, int_op)(a.ir, b.ir))
 
     def __add__(self, o: Any) -> Value: return self._binary(o, "fadd", "add")
     def __radd__(self, o: Any) -> Value: return self._binary(o, "fadd", "add", True)
@@ -191,6 +190,12 @@ class Var:
         self.k.b.store(v.ir, self.slot)
 
 
+def _index(k: Kernel, op: str, a: Value, b: Value) -> Value:
+    """Index arithmetic, which never overflows (an array's elements fit in an int64): marked
+    so (``nsw``), which lets LLVM reason about the loops' strides and vectorize them."""
+    return Value(k, I64, getattr(k.b, op)(a.ir, b.ir, flags=["nsw"]))
+
+
 class Array:
     """A C-contiguous array parameter (or a sub-array of one: :meth:`sub`)."""
 
@@ -213,9 +218,9 @@ class Array:
         flat: Value | None = None
         for d, i in enumerate(index):
             iv = k.int(i)
-            flat = iv if flat is None else flat * self.shape[d] + iv
+            flat = iv if flat is None else _index(k, "add", _index(k, "mul", flat, self.shape[d]), iv)
         for d in range(len(index), self.ndim):     # the elements of the dims not indexed
-            flat = (k.int(0) if flat is None else flat) * self.shape[d]
+            flat = _index(k, "mul", k.int(0) if flat is None else flat, self.shape[d])
         return flat if flat is not None else k.int(0)
 
     def _address(self, index: Any) -> ir.Value:
@@ -394,7 +399,7 @@ class Kernel:
         b.cbranch(b.icmp_signed("<", i.ir, hi_v.ir), body, done)
         b.position_at_end(body)
         yield i
-        counter.value = i + 1
+        counter.value = _index(self, "add", i, self.int(1))
         b.branch(header)
         b.position_at_end(done)
 

@@ -14,13 +14,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
-from gradreg.backends.numba.cache import cache_dir
+from gradreg.backends.numba.cache import cache_dir, write_machine_code
 
 _lock = threading.Lock()
 _engines: list[Any] = []    # every execution engine made: their code is called until exit
@@ -102,21 +100,8 @@ def _read_cached(path: Path | None) -> bytes | None:
 
 
 def _write_cached(path: Path | None, code: bytes) -> None:
-    """Written whole or not at all (a temporary file renamed); a cache that cannot be written
-    is skipped: the kernel is compiled again by the next process."""
-    if path is None:
-        return
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".o")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(code)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+    if path is not None:
+        write_machine_code(path, code)
 
 
 def compile_ir(source: str, names: list[str]) -> dict[str, int]:

@@ -4,6 +4,7 @@ compiled by numba with ``cache=True`` — a second process finds both the file a
 compiled code (in __pycache__ beside it) and compiles nothing."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -39,6 +40,24 @@ def _writable_dir() -> Path:
     if not _fallback_dir:
         _fallback_dir.append(Path(tempfile.mkdtemp(prefix="gradreg-numba-")))
     return _fallback_dir[0]
+
+
+def write_machine_code(path: Path, code: bytes) -> None:
+    """Keep native kernels' machine code (gradreg.backends.native.engine) at ``path`` in the
+    cache directory: written whole or not at all (a temporary file renamed into place). A
+    cache that cannot be written is skipped: the next process compiles the kernel again."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".o")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(code)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _write_once(path: Path, source: str) -> None:

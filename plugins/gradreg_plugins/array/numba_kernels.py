@@ -2,7 +2,8 @@
 
 ScatterNd and TensorScatterAdd, whose NumPy kernels add with the slow ``np.add.at`` over index
 tuples, flatten each index to a row of the output and run the math family's compiled
-scatter-add (same order of additions, so the same values). Inputs the fast path does not take
+scatter-add (same order of additions, so the same values; a native kernel where native
+kernels are available, math/native_kernels, numba's otherwise). Inputs the fast path does not take
 (other types, IGNORE policy, bad indices or shapes) go to the NumPy kernel, which also raises
 the errors.
 """

@@ -8,6 +8,9 @@ bench/image_ops.py (8 x 64 x 64 x 64 float32 images to 128 x 128, medians, ms, N
 bilinear 16 -> 11 and its gradient 26 -> 10, bicubic 18 -> 14 and 28 -> 11, nearest-neighbour
 gradient 20 -> 8, area 14 -> 9 (TensorFlow, threaded: 3, 9, 3, 14). The nearest-neighbour
 forward is one NumPy gather already as fast. Validation, taps and dtypes are the NumPy kernels'.
+Every loop is built as a native kernel (image/native_kernels: the same loop, compiled by LLVM
+in tens of milliseconds with the GIL released) where native kernels are available, and by
+numba otherwise.
 """
 from __future__ import annotations
 
@@ -17,6 +20,11 @@ import numpy as np
 
 from gradreg.kernel_support import compile_module, numba_available, writable
 from gradreg_plugins.image import family, kernels, sampling
+
+try:    # the native loops import llvmlite, which may be missing where numba is
+    from gradreg_plugins.image import native_kernels
+except ImportError:
+    native_kernels = None  # type: ignore[assignment]
 
 _LOOPS = """
 @njit(cache=True, nogil=True)
@@ -83,29 +91,46 @@ def _loops(dtype: type):
     return compile_module(_LOOPS, dtype)
 
 
+def _native(builder: str, *args):
+    """The loop image/native_kernels' ``builder`` builds for ``args``, compiled now; None where
+    native kernels are not available here or the loop has no native form (numba's runs then)."""
+    if native_kernels is None or not native_kernels.available():
+        return None
+    try:
+        return getattr(native_kernels, builder)(*args)
+    except native_kernels.Unsupported:
+        return None
+
+
+def _loop(dtype: type, name: str):
+    """The loop ``name`` of _LOOPS for images of ``dtype``: native (compiled now), else numba's
+    (compiled on its first call)."""
+    loop = _native("loop", dtype, name)
+    return loop if loop is not None else getattr(_loops(dtype), name)
+
+
 def _apply(values: np.ndarray, rows: sampling.Taps, cols: sampling.Taps, work: type, adjoint: bool) -> np.ndarray:
     """The numba version of sampling.resample (or its adjoint), computed in ``work``: one pass
     along the rows and one along the columns, as the NumPy kernels (fewer taps than mixing
     both at once)."""
-    loops = _loops(work)
     n, _, _, channels = values.shape
     values = writable(np.ascontiguousarray(values, dtype=work))    # a Const image is read-only
-    row_table: tuple[np.ndarray, np.ndarray] = (writable(rows.index), rows.weight.astype(work))
-    col_table: tuple[np.ndarray, np.ndarray] = (writable(cols.index), cols.weight.astype(work))
+    row_table: tuple[np.ndarray, np.ndarray] = (writable(np.ascontiguousarray(rows.index)), rows.weight.astype(work))
+    col_table: tuple[np.ndarray, np.ndarray] = (writable(np.ascontiguousarray(cols.index)), cols.weight.astype(work))
     middle: np.ndarray
     out: np.ndarray
     if adjoint:
         middle = np.zeros((n, rows.out_size, cols.in_size, channels), work)
         out = np.zeros((n, rows.in_size, cols.in_size, channels), work)
         if values.size and out.size:
-            loops.cols_adjoint(values, *col_table, middle)
-            loops.rows_adjoint(middle, *row_table, out)
+            _loop(work, "cols_adjoint")(values, *col_table, middle)
+            _loop(work, "rows_adjoint")(middle, *row_table, out)
         return out
     middle = np.zeros((n, rows.out_size, cols.in_size, channels), work)
     out = np.zeros((n, rows.out_size, cols.out_size, channels), work)
     if values.size and out.size:
-        loops.rows(values, *row_table, middle)
-        loops.cols(middle, *col_table, out)
+        _loop(work, "rows")(values, *row_table, middle)
+        _loop(work, "cols")(middle, *col_table, out)
     return out
 
 

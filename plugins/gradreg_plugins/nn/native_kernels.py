@@ -38,14 +38,6 @@ def _kernel(name: str, dtype: np.dtype) -> Kernel:
     return Kernel(f"{name}_{dtype.name}")
 
 
-def _fill(k: Kernel, array: Array, value: float) -> None:
-    """``k.fill(array, value)`` with the body started first: dsl's fill reads the array's pointer
-    before anything starts the body (which binds the parameters), so as a kernel's first
-    statement it would fail."""
-    k.begin()
-    k.fill(array, value)
-
-
 # -- bias addition, softmax (numba_kernels._LOOPS) ------------------------------------------------
 
 def _bias_add_last(k: Kernel, dtype: np.dtype) -> None:
@@ -66,7 +58,7 @@ def _bias_add_middle(k: Kernel, dtype: np.dtype) -> None:
 
 def _bias_add_grad_last(k: Kernel, dtype: np.dtype) -> None:
     grad, out = k.array(dtype, 2), k.array(dtype, 1)
-    _fill(k, out, 0.0)
+    k.fill(out, 0.0)
     for i in k.range(grad.shape[0]):
         for c in k.range(grad.shape[1]):
             out[c] = out[c] + grad[i, c]
@@ -205,7 +197,7 @@ def _depthwise_forward(k: Kernel, dtype: np.dtype, one: bool) -> None:
         for oh in k.range(out.shape[1]):
             for ow in k.range(out.shape[2]):
                 o = out.sub(n, oh, ow)
-                _fill(k, o, 0.0)
+                k.fill(o, 0.0)
                 for i, j, ih, iw in _taps(k, geometry, oh, ow, kh, kw, h, w):
                     _tap_forward(k, one, c, m, o, x.sub(n, ih, iw), f.sub(i, j))
 
@@ -218,7 +210,7 @@ def _depthwise_input(k: Kernel, dtype: np.dtype, one: bool) -> None:
     h, w, c = dx.shape[1], dx.shape[2], dx.shape[3]
     kh, kw, m = f.shape[0], f.shape[1], f.shape[3]
     for n in k.range(n0, n1):
-        _fill(k, dx.sub(n), 0.0)
+        k.fill(dx.sub(n), 0.0)
         for oh in k.range(dy.shape[1]):
             for ow in k.range(dy.shape[2]):
                 g = dy.sub(n, oh, ow)
@@ -233,7 +225,7 @@ def _depthwise_filter(k: Kernel, dtype: np.dtype, one: bool) -> None:
     n0, n1 = k.int_param(), k.int_param()
     h, w, c = x.shape[1], x.shape[2], x.shape[3]
     kh, kw, m = df.shape[0], df.shape[1], df.shape[3]
-    _fill(k, df, 0.0)
+    k.fill(df, 0.0)
     for n in k.range(n0, n1):
         for oh in k.range(dy.shape[1]):
             for ow in k.range(dy.shape[2]):
@@ -271,7 +263,7 @@ def _gather(k: Kernel, dtype: np.dtype) -> None:
         for y in k.range(oh):
             for x in k.range(ow):
                 dst = out.sub(b, y, x)
-                _fill(k, dst, 0.0)
+                k.fill(dst, 0.0)
                 for i, j, ih, iw in _taps(k, geometry, y, x, kh, kw, h, w):
                     src = z.sub(b, ih, iw, i, j)
                     for ch in k.range(o):
@@ -284,7 +276,7 @@ def _spread(k: Kernel, dtype: np.dtype) -> None:
     geometry = _Geometry(k)
     n, oh, ow, o = dy.shape
     h, w, kh, kw = d.shape[1], d.shape[2], d.shape[3], d.shape[4]
-    _fill(k, d, 0.0)
+    k.fill(d, 0.0)
     for b in k.range(n):
         for y in k.range(oh):
             for x in k.range(ow):
@@ -302,7 +294,7 @@ def _col2im(k: Kernel, dtype: np.dtype) -> None:
     n, oh, ow, kh, kw, c = cols.shape
     h, w = dx.shape[1], dx.shape[2]
     for b in k.range(n):
-        _fill(k, dx.sub(b), 0.0)
+        k.fill(dx.sub(b), 0.0)
         for y in k.range(oh):
             for x in k.range(ow):
                 for i, j, ih, iw in _taps(k, geometry, y, x, kh, kw, h, w):
@@ -347,7 +339,7 @@ def _max_pool_grad(k: Kernel, dtype: np.dtype) -> None:
     best, at = k.array(dtype, 1), k.array(np.int64, 1)
     h, w, c = x.shape[1], x.shape[2], x.shape[3]
     for n in k.range(n0, n1):
-        _fill(k, dx.sub(n), 0.0)
+        k.fill(dx.sub(n), 0.0)
         for oy in k.range(g.shape[1]):
             for ox in k.range(g.shape[2]):
                 found = k.var(k.const(False, BOOL))

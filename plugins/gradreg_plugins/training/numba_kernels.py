@@ -6,6 +6,9 @@ place in one compiled loop, where the NumPy rules make up to a dozen passes. The
 arithmetic is the NumPy rules', operation for operation, in the variable's type. Anything
 unusual (a shape or type mismatch, a non-scalar hyperparameter, a non-contiguous buffer)
 goes to the NumPy kernel, which raises its errors; the sparse forms stay NumPy.
+Every loop is built as a native kernel (training/native_kernels: the same loop, compiled by
+LLVM in tens of milliseconds with the GIL released) where native kernels are available, and
+by numba otherwise.
 """
 from __future__ import annotations
 
@@ -19,6 +22,11 @@ from gradreg.registry import get_registry
 from gradreg.registry.kernels import Absorbing, Tiered
 from gradreg_plugins.training import family
 from gradreg_plugins.training.product_update import absorbing
+
+try:    # the native loops import llvmlite, which may be missing where numba is
+    from gradreg_plugins.training import native_kernels
+except ImportError:
+    native_kernels = None  # type: ignore[assignment]
 
 _LOOPS = """
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -106,6 +114,24 @@ def _loops(dtype: np.dtype):
     return compile_module(_LOOPS, dtype)
 
 
+def _native(builder: str, *args):
+    """The loop training/native_kernels' ``builder`` builds for ``args``, compiled now; None
+    where native kernels are not available here or the loop has no native form (numba's runs then)."""
+    if native_kernels is None or not native_kernels.available():
+        return None
+    try:
+        return getattr(native_kernels, builder)(*args)
+    except native_kernels.Unsupported:
+        return None
+
+
+def _loop(dtype: np.dtype, name: str):
+    """The loop ``name`` of _LOOPS for arrays of ``dtype``: native, else numba's (compiled on
+    its first call)."""
+    loop = _native("loop", dtype, name)
+    return loop if loop is not None else getattr(_loops(dtype), name)
+
+
 def _numpy_kernel(op, ctx):
     kernel = get_registry().kernel_factory(op.type, "numpy")(op, ctx)
     return kernel.fallback if isinstance(kernel, Absorbing) else kernel
@@ -137,8 +163,8 @@ def _apply_factory(op, ctx):
                    and s.value.flags.c_contiguous and s.dtype is dtype for s in inputs[:num_variables])
 
     def build():
-        loop = getattr(_loops(storage), loop_name)
-        # compiled now, for arrays and scalars of the variable's type (on scratch values)
+        loop = _loop(storage, loop_name)
+        # compiled now (numba's), for arrays and scalars of the variable's type (on scratch values)
         loop(*[np.zeros(1, storage) for _ in range(num_variables)],
              *[np.zeros(1, storage) if i == grad_at else storage.type(0) for i in range(num_variables, len(args))],
              *attrs)
