@@ -182,3 +182,19 @@ def test_bool_arrays_and_vars():
     for keep, value in zip(m, v):
         want += value if keep else 0.0
     assert t[0] == want
+
+
+def test_a_kernel_traced_again_is_the_same_ir():
+    """Its machine code is found in the disk cache by a hash of its IR: the IR must not depend
+    on what the process traced before (block names are numbered within the kernel)."""
+    def trace():
+        k = dsl.Kernel("twice")
+        x = k.array(np.float64, 2)
+        for i in k.range(x.shape[0]):
+            with k.if_(x[i, 0] > 0.0):
+                for j in k.range(x.shape[1]):
+                    x[i, j] = x[i, j] * 2.0
+        return k.ir_source()
+    first = trace()
+    _map_kernel("exp", np.float32)          # another kernel traced in between
+    assert trace() == first

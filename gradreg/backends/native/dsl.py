@@ -257,10 +257,11 @@ class Array:
 class Kernel:
     """One kernel: declare its parameters in order, write its body, then :meth:`compile`."""
 
-    _names = itertools.count()
-
     def __init__(self, name: str):
         self.name = name
+        # block names numbered within the kernel: the same kernel traced in another process is
+        # the same IR, hence the same machine code in the disk cache (engine)
+        self._names = itertools.count()
         self.module = ir.Module(name=name)
         self.params: list[tuple[str, Type, int]] = []    # ("array", Type, ndim) | ("int"|"scalar", Type, 0)
         self._arg_types: list[ir.Type] = []

@@ -144,7 +144,12 @@ def loaded_count() -> int:
 
 def function(address: int, signature: str) -> Any:
     """A cffi function pointer of C type ``signature`` (e.g. ``"void(*)(char*, int64_t)"``)."""
-    return ffi().cast(signature, address)
+    return ffi().cast(_ctype(signature), address)
+
+
+@functools.cache
+def _ctype(signature: str) -> Any:
+    return ffi().typeof(signature)      # parsed once: cffi's C parser takes milliseconds
 
 
 def available() -> bool:
