@@ -198,3 +198,37 @@ def test_a_kernel_traced_again_is_the_same_ir():
     first = trace()
     _map_kernel("exp", np.float32)          # another kernel traced in between
     assert trace() == first
+
+
+def test_the_entry_reads_arrays_itself_and_leaves_the_rest_to_the_wrapper():
+    """Where NumPy's struct layout holds (pycall.layout_ok), a kernel is a builtin function
+    that reads its arguments in machine code; a subclass, another byte order, a bad int or
+    float goes to the cffi wrapper, which converts it or raises its error."""
+    from gradreg.backends.native import pycall
+    k = dsl.Kernel("axpy")
+    x, y = k.array(np.float64, 1), k.array(np.float64, 1)
+    a, n = k.scalar(np.float32), k.int_param()
+    for i in k.range(n):
+        y[i] = y[i] + x[i] * a.cast(dsl.F64)
+    axpy = k.compile()
+    if pycall.layout_ok():
+        assert type(axpy).__name__ == "builtin_function_or_method"
+    x_, y_ = np.arange(5.0), np.ones(5)
+    axpy(x_, y_, np.float32(0.5), np.int64(4))
+    np.testing.assert_array_equal(y_, [1.0, 1.5, 2.0, 2.5, 1.0])
+
+    class Sub(np.ndarray):
+        pass
+    axpy(x_.view(Sub), y_, 2.0, 5)               # a subclass: the wrapper takes its buffer
+    np.testing.assert_array_equal(y_, [1.0, 3.5, 6.0, 8.5, 9.0])
+    with pytest.raises(TypeError, match="float64, 1-d"):
+        axpy(x_.astype(">f8"), y_, 2.0, 5)       # another byte order: refused, not misread
+    with pytest.raises(TypeError):
+        axpy(x_, y_, 2.0, 2.5)                   # an int parameter given a float
+    with pytest.raises(TypeError):
+        axpy(x_, y_, "two", 5)
+    with pytest.raises(TypeError):
+        axpy(x_, y_, 2.0)                        # an argument missing
+    with pytest.raises(ValueError, match="contiguous"):
+        axpy(x_[::2], y_[:3], 2.0, 3)
+    np.testing.assert_array_equal(y_, [1.0, 3.5, 6.0, 8.5, 9.0])     # untouched by the refusals

@@ -14,9 +14,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from gradreg.backends.numba.cache import cache_dir, write_machine_code
 
@@ -83,8 +86,9 @@ def _cache_path(source: str) -> Path | None:
     backend's, gradreg.backends.numba.cache), under native/, named by a hash of the IR, the
     CPU and its features, and LLVM's version; None when no directory is writable."""
     _, cpu, features = _host()
+    # (and Python's and NumPy's versions: the entry functions read their objects' structs, pycall)
     digest = hashlib.sha256("\0".join((source, triple(), cpu, features, _llvm().llvm_version_info.__str__(),
-                                       _FORMAT)).encode()).hexdigest()
+                                       sys.version, np.__version__, _FORMAT)).encode()).hexdigest()
     return cache_dir() / "native" / digest[:2] / f"{digest[2:34]}.o"
 
 
@@ -104,9 +108,9 @@ def _write_cached(path: Path | None, code: bytes) -> None:
         write_machine_code(path, code)
 
 
-def compile_ir(source: str, names: list[str]) -> dict[str, int]:
+def compile_ir(source: str, names: list[str], variables: tuple[str, ...] = ()) -> dict[str, int]:
     """Optimize and compile the IR module ``source`` (or load its machine code from the disk
-    cache); the addresses of its functions ``names``."""
+    cache); the addresses of its functions ``names`` and of its global ``variables``."""
     llvm = _llvm()
     path = _cache_path(source)
     cached = _read_cached(path)
@@ -125,6 +129,7 @@ def compile_ir(source: str, names: list[str]) -> dict[str, int]:
         engine.finalize_object()
         _engines.append(engine)
         addresses = {name: engine.get_function_address(name) for name in names}
+        addresses.update({name: engine.get_global_value_address(name) for name in variables})
     if cached is None and written:
         _write_cached(path, written[0])
     elif cached is not None:
