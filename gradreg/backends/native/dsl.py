@@ -257,14 +257,16 @@ class Array:
 class Kernel:
     """One kernel: declare its parameters in order, write its body, then :meth:`compile`."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, distinct: bool = False):
         self.name = name
+        self.distinct = distinct    # its arrays never share memory: LLVM may assume so (noalias)
         # block names numbered within the kernel: the same kernel traced in another process is
         # the same IR, hence the same machine code in the disk cache (engine)
         self._names = itertools.count()
         self.module = ir.Module(name=name)
         self.params: list[tuple[str, Type, int]] = []    # ("array", Type, ndim) | ("int"|"scalar", Type, 0)
         self._arg_types: list[ir.Type] = []
+        self._array_positions: list[tuple[str, int]] = []
         self._pending: list[Callable[[list[ir.Argument]], None]] = []
         self.function: Any = None        # the ir.Function, made when the body starts
         self._b: ir.IRBuilder | None = None    # set when the body starts
@@ -277,6 +279,7 @@ class Kernel:
         self.params.append(("array", t, ndim))
         storage = _BYTE if t.is_bool else t.ir
         first = len(self._arg_types)
+        self._array_positions.append(("array", first))
         self._arg_types.append(storage.as_pointer())
         self._arg_types.extend([I64.ir] * ndim)
         array = Array(self, t, None, ())
@@ -320,6 +323,9 @@ class Kernel:
         args = list(fn.args)
         for bind in self._pending:
             bind(args)
+        if self.distinct:
+            for kind, position in self._array_positions:
+                args[position].add_attribute("noalias")
         self._entry = fn.append_basic_block("entry")
         start = fn.append_basic_block("start")
         self._b = ir.IRBuilder(start)

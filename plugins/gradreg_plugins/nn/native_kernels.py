@@ -31,11 +31,20 @@ __all__ = ["Unsupported", "available", "conv_loop", "depthwise_loop", "loop", "m
 Loop = Callable[..., None]
 
 
+# Loops whose arrays LLVM is not told are distinct: spread's copies of a few channels became
+# calls of memcpy when it was (103 against 89 us for numba's, an (8, 16, 16, 4) gradient).
+_MAY_ALIAS = {"spread"}
+
+
 def _kernel(name: str, dtype: np.dtype) -> Kernel:
-    """A kernel of the loop ``name`` for arrays of ``dtype`` (float32 and float64 only, as numba_kernels')."""
+    """A kernel of the loop ``name`` for arrays of ``dtype`` (float32 and float64 only, as
+    numba_kernels'). Every caller gives the loops distinct arrays (outputs made for the call),
+    and LLVM is told so (``distinct``): without checking for overlaps at run time it vectorizes
+    more of them, and the convolutions' small ones ran up to 2x faster (gather 53 against 100 us
+    at (8, 16, 16, 3, 3, 4); col2im, the depthwise loops 5-30%)."""
     if dtype not in (np.float32, np.float64):
         raise Unsupported(f"nn loops of {dtype}")
-    return Kernel(f"{name}_{dtype.name}")
+    return Kernel(f"{name}_{dtype.name}", distinct=name not in _MAY_ALIAS)
 
 
 # -- bias addition, softmax (numba_kernels._LOOPS) ------------------------------------------------
