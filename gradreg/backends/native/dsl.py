@@ -266,7 +266,7 @@ class Kernel:
         self.module = ir.Module(name=name)
         self.params: list[tuple[str, Type, int]] = []    # ("array", Type, ndim) | ("int"|"scalar", Type, 0)
         self._arg_types: list[ir.Type] = []
-        self._array_positions: list[tuple[str, int]] = []
+        self._array_positions: list[int] = []    # where each array's pointer is among the arguments
         self._pending: list[Callable[[list[ir.Argument]], None]] = []
         self.function: Any = None        # the ir.Function, made when the body starts
         self._b: ir.IRBuilder | None = None    # set when the body starts
@@ -279,7 +279,7 @@ class Kernel:
         self.params.append(("array", t, ndim))
         storage = _BYTE if t.is_bool else t.ir
         first = len(self._arg_types)
-        self._array_positions.append(("array", first))
+        self._array_positions.append(first)
         self._arg_types.append(storage.as_pointer())
         self._arg_types.extend([I64.ir] * ndim)
         array = Array(self, t, None, ())
@@ -324,7 +324,7 @@ class Kernel:
         for bind in self._pending:
             bind(args)
         if self.distinct:
-            for kind, position in self._array_positions:
+            for position in self._array_positions:
                 args[position].add_attribute("noalias")
         self._entry = fn.append_basic_block("entry")
         start = fn.append_basic_block("start")
