@@ -20,12 +20,13 @@ pytestmark = pytest.mark.skipif(not native.available(), reason="llvmlite or cffi
 from gradreg.backends.native import dsl, fused  # noqa: E402
 from tests.test_numba_kernels import SPECIAL, assert_same, binary_values, build, run_both, values  # noqa: E402
 
-# The ops whose templates have a native form (the others -- Sin, Pow, Erf, ... -- go to numba).
-UNARY = ["Neg", "Abs", "Square", "Sqrt", "Exp", "Expm1", "Log", "Log1p", "Tanh", "Floor", "Ceil", "Rint", "Round",
-         "Reciprocal", "Inv", "IsFinite", "IsNan", "IsInf", "Sign", "Rsqrt", "Sigmoid", "Relu", "Relu6", "Elu",
-         "Selu", "Softplus", "Softsign"]
-BINARY = ["AddV2", "Add", "Sub", "Mul", "Div", "RealDiv", "Maximum", "Minimum", "TruncateMod", "Mod", "Less",
-          "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "FloorDiv", "TruncateDiv", "FloorMod",
+# The ops whose templates have a native form: every one test_numba_kernels checks.
+UNARY = ["Neg", "Abs", "Square", "Sqrt", "Exp", "Expm1", "Log", "Log1p", "Tanh", "Sin", "Cos", "Tan", "Asin",
+         "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Erf", "Erfc", "Lgamma", "Floor", "Ceil",
+         "Rint", "Round", "Reciprocal", "Inv", "IsFinite", "IsNan", "IsInf", "Sign", "Rsqrt", "Sigmoid", "Relu",
+         "Relu6", "Elu", "Selu", "Softplus", "Softsign"]
+BINARY = ["AddV2", "Add", "Sub", "Mul", "Div", "RealDiv", "Maximum", "Minimum", "Atan2", "Pow", "TruncateMod", "Mod",
+          "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "FloorDiv", "TruncateDiv", "FloorMod",
           "SquaredDifference", "DivNoNan", "MulNoNan", "Xlogy", "Xdivy", "Xlog1py", "ReluGrad", "Relu6Grad",
           "EluGrad", "SeluGrad", "SoftplusGrad", "SoftsignGrad"]
 SAME_SHAPE_BINARY = ["TanhGrad", "SigmoidGrad", "SqrtGrad", "RsqrtGrad", "ReciprocalGrad", "InvGrad"]
@@ -232,3 +233,33 @@ def test_the_entry_reads_arrays_itself_and_leaves_the_rest_to_the_wrapper():
     with pytest.raises(ValueError, match="contiguous"):
         axpy(x_[::2], y_[:3], 2.0, 3)
     np.testing.assert_array_equal(y_, [1.0, 3.5, 6.0, 8.5, 9.0])     # untouched by the refusals
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_float32_sin_and_cos_give_the_bits_of_numbas_and_its_second_pass(name):
+    """Within |x| <= 1024 the polynomials are numba mathlib's, bit for bit; a loop that met a
+    larger or non-finite argument computes again with the C library's, as numba's loops do."""
+    numba = pytest.importorskip("numba")
+    from gradreg.backends.numba import mathlib
+    scalar = getattr(mathlib, f"{name}_f32")
+
+    @numba.njit
+    def reference(x, out):
+        for i in range(x.shape[0]):
+            out[i] = scalar(x[i])
+
+    def kernel(exact):
+        k = dsl.Kernel(f"{name}_{exact}")
+        x, out = k.array(np.float32, 1), k.array(np.float32, 1)
+        for i in k.range(x.shape[0]):
+            out[i] = fused.lower(k, "{" + name + "}({0})", np.float32, (), [x[i]], exact)
+        return k.compile()
+    rng = np.random.default_rng(3)
+    x = (rng.uniform(-1024, 1024, 20000) * rng.choice([1e-3, 0.1, 1.0], 20000)).astype(np.float32)
+    x[:4] = [0.0, -0.0, 1024.0, -1024.0]
+    got, want = np.empty_like(x), np.empty_like(x)
+    kernel(False)(x, got)
+    reference(x, want)
+    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+    kernel(True)(x, got)                       # the C library's sinf / cosf
+    np.testing.assert_allclose(got, getattr(np, name)(x), rtol=2e-6, atol=1e-7)

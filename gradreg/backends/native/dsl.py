@@ -375,7 +375,7 @@ class Kernel:
     def intrinsic(self, name: str, *args: Value) -> Value:
         """An LLVM intrinsic of the first argument's type (``llvm.fabs``, ``llvm.floor``, ...)."""
         t = args[0].type
-        fn = self.module.declare_intrinsic(name, [t.ir])
+        fn = self.module.declare_intrinsic(name, [t.ir], ir.FunctionType(t.ir, [a.type.ir for a in args]))
         return Value(self, t, self.b.call(fn, [a.ir for a in args]))
 
     def libm(self, name: str, *args: Value) -> Value:

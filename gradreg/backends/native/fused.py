@@ -12,8 +12,10 @@ gradreg.backends.numba.kernels calls either:
 * general (:func:`general_loop`): ``fused(n, m, *inputs, *outputs)`` over flattened values,
   scalars as 1-element arrays, rows of ``m`` elements.
 
-A template using what has no native form here (``np.power``, ``np.arctan2``, ``np.tan``, the
-float32 ``sin``/``cos`` and their float64 second pass, ``erf``, ...) raises
+``sin`` and ``cos`` in float32 are numba's polynomials with its guard: a loop that met an
+argument beyond 1024 (or not finite) runs again with the C library's functions. NumPy's other
+functions are the C library's, as numba calls them. A template using what has no native form
+here raises
 :class:`~gradreg.backends.native.dsl.Unsupported`: numba builds that group, as before.
 """
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 
 from gradreg.backends.native import mathlib
 from gradreg.backends.native.dsl import BOOL, F32, F64, I32, I64, Array, Kernel, Type, Unsupported, Value, type_of
-from gradreg.backends.numba.codegen import ROW, SCALAR, literal, row_dims
+from gradreg.backends.numba.codegen import GUARDED, ROW, SCALAR, guarded, literal, row_dims
 from gradreg.model import dtypes
 
 if TYPE_CHECKING:
@@ -166,6 +168,25 @@ def _intrinsic(name: str) -> Callable[[Kernel, Value], Value]:
     return f
 
 
+def _c_math(name: str) -> Callable[..., Value]:
+    """The C library's ``name`` (``namef`` on float32), as numba calls it for np.<ufunc> on a
+    scalar of that type."""
+    def f(k: Kernel, *args: Value) -> Value:
+        values = [_float(a) for a in args]
+        if len(values) == 2:
+            values = list(_same(*values))
+        return k.libm(name + ("f" if values[0].type is F32 else ""), *values)
+    return f
+
+
+def _through_float64(name: str) -> Callable[[Kernel, Value], Value]:
+    """numba mathlib's float32 erf, erfc and lgamma: the C library's float64 function."""
+    def f(k: Kernel, x: Value) -> Value:
+        x = _float(x)
+        return k.libm(name, x.cast(F64)).cast(x.type)
+    return f
+
+
 def _abs(k: Kernel, x: Value) -> Value:
     if x.type.is_float:
         return k.intrinsic("llvm.fabs", x)
@@ -194,6 +215,13 @@ _FUNCTIONS: dict[str, Callable[..., Value]] = {
     "np.ceil": _intrinsic("llvm.ceil"), "np.rint": _intrinsic("llvm.rint"), "np.fmod": _fmod,
     "np.exp": _unary_math("exp"), "np.log": _unary_math("log"), "np.sign": _sign,
     "np.isfinite": _isfinite, "np.isinf": _isinf, "np.abs": _abs,
+    "np.sin": _intrinsic("llvm.sin"), "np.cos": _intrinsic("llvm.cos"), "np.tan": _c_math("tan"),
+    "np.arcsin": _c_math("asin"), "np.arccos": _c_math("acos"), "np.arctan": _c_math("atan"),
+    "np.sinh": _c_math("sinh"), "np.cosh": _c_math("cosh"), "np.arcsinh": _c_math("asinh"),
+    "np.arccosh": _c_math("acosh"), "np.arctanh": _c_math("atanh"), "np.arctan2": _c_math("atan2"),
+    "np.power": _c_math("pow"), "np.expm1": _c_math("expm1"), "np.log1p": _c_math("log1p"),
+    "np.tanh": _c_math("tanh"),
+    "erf": _through_float64("erf"), "erfc": _through_float64("erfc"), "lgamma": _through_float64("lgamma"),
 }
 _CASTS = {"np.float32": F32, "np.float64": F64, "np.bool_": BOOL, "np.int64": I64, "np.int32": I32}
 _CONSTANTS = {"np.nan": math.nan, "np.inf": math.inf}
@@ -211,8 +239,8 @@ def _dotted(node: ast.expr) -> str | None:
 class _Lower:
     """Evaluates a filled template's syntax tree on traced values."""
 
-    def __init__(self, k: Kernel, names: dict[str, Value]):
-        self.k, self.names = k, names
+    def __init__(self, k: Kernel, names: dict[str, Value], exact: bool = False):
+        self.k, self.names, self.exact = k, names, exact
 
     def __call__(self, node: ast.expr) -> Value:
         handler = {ast.Constant: self.constant, ast.Name: self.name, ast.Attribute: self.name,
@@ -273,6 +301,11 @@ class _Lower:
         args = [self(a) for a in node.args]
         if name in _CASTS and len(args) == 1:
             return args[0].cast(_CASTS[name])
+        if name in ("sin", "cos") and len(args) == 1:
+            x = _float(args[0])
+            if x.type is F32 and not self.exact:
+                return _sin_cos_f32(self.k, x, 0 if name == "sin" else 1)
+            return self.k.intrinsic(f"llvm.{name}", x)     # the C library's (float32: sinf, cosf)
         if name in _FUNCTIONS:
             return _FUNCTIONS[name](self.k, *args)
         raise Unsupported(f"the function {name}")
@@ -307,21 +340,50 @@ def _parsed(template: str, dtype: np.dtype, consts: tuple[tuple[str, float], ...
     return ast.parse(text, mode="eval").body
 
 
-def lower(k: Kernel, template: str, dtype: Any, consts: Sequence[tuple[str, float]], args: Sequence[Value]) -> Value:
-    """The value of an op's expression ``template`` (with constants of ``dtype``) on ``args``."""
+def lower(k: Kernel, template: str, dtype: Any, consts: Sequence[tuple[str, float]], args: Sequence[Value],
+          exact: bool = False) -> Value:
+    """The value of an op's expression ``template`` (with constants of ``dtype``) on ``args``;
+    ``exact``: the C library's sin and cos, not the float32 polynomials (codegen.GUARDED)."""
     tree = _parsed(template, np.dtype(dtype), tuple(consts), len(args))
-    return _Lower(k, {f"x{i}": a for i, a in enumerate(args)})(tree)
+    return _Lower(k, {f"x{i}": a for i, a in enumerate(args)}, exact)(tree)
+
+
+# pi/2 as the sum of three float32s (numba's mathlib: _PIO2_1, _PIO2_2, _PIO2_3)
+_PIO2 = (1.5707963705062866, -4.371139e-08, -1.7763568e-15)
+
+
+def _sin_cos_f32(k: Kernel, x: Value, quadrant: int) -> Value:
+    """numba mathlib's _sin_cos_f32: sin (quadrant 0) or cos (1) for |x| <= 1024, the same
+    operations in the same order (x - k pi/2 in three fused multiply-adds, Cephes' polynomials)."""
+    kf = k.intrinsic("llvm.floor", x * 0.63661975 + 0.5)
+    r = x
+    for part in _PIO2:
+        r = k.intrinsic("llvm.fma", -kf, k.const(part, F32), r)
+    q = (kf.cast(I32) + quadrant) & 3
+    z = r * r
+    s = r + r * z * (k.const(-1.6666654611e-1, F32) + z * (k.const(8.3321608736e-3, F32)
+                                                            + z * k.const(-1.9515295891e-4, F32)))
+    c = (k.const(1.0, F32) - z * 0.5) + z * z * (k.const(4.166664568298827e-2, F32) + z * (
+        k.const(-1.388731625493765e-3, F32) + z * k.const(2.443315711809948e-5, F32)))
+    y = k.where((q & 1) == 0, s, c)
+    return k.where(q >= 2, -y, y)
 
 
 def _op_values(k: Kernel, group: FusedGroup, state: dict[Tensor, int], values: dict[Tensor, Value],
-               scalar: bool) -> None:
-    """Each op's value (into ``values``): those whose state is SCALAR when ``scalar``, else the
-    others, in the group's order; each cast to its tensor's type as numba's source does."""
+               scalar: bool, exact: bool = False, guards: list[Value] | None = None) -> None:
+    """Each op's value (into ``values``): those whose state is SCALAR when ``scalar`` (with
+    the exact functions, as numba's source computes them before its loop), else the others, in
+    the group's order; each cast to its tensor's type as numba's source does. ``guards``
+    collects the inputs of the float32 ops that use a GUARDED function (codegen's rule)."""
     for op, description in zip(group.ops, group.descriptions):
         out = op.outputs[0]
         if (state[out] == SCALAR) != scalar:
             continue
-        v = lower(k, description.expr, description.dtype, description.consts, [values[t] for t in op.inputs])
+        args = [values[t] for t in op.inputs]
+        if guards is not None and np.dtype(description.dtype) == np.float32 \
+                and any("{" + name + "}" in description.expr for name in GUARDED):
+            guards.extend(args)
+        v = lower(k, description.expr, description.dtype, description.consts, args, exact or scalar)
         if out.dtype is dtypes.bool_:
             if v.type is not BOOL:
                 raise Unsupported("a bool output of a non-bool expression")
@@ -346,27 +408,44 @@ def _body(k: Kernel, group: FusedGroup, state: dict[Tensor, int], values: dict[T
     for o, t, is_scalar in zip(outputs, group.outputs, scalar_outputs):
         if is_scalar:
             o[k.int(0)] = values[t]
+    # float32 sin/cos hold for |x| <= 1024: the loop flags a larger (or non-finite) argument and,
+    # if one was, runs again with the C library's functions (codegen.GUARDED, numba's loops' rule)
+    big = k.var(k.const(False, BOOL)) if guarded(group, state) else None
 
-    def elements(i: Value, c: Value) -> None:
+    def elements(i: Value, c: Value, exact: bool) -> None:
         inner = dict(values)
         for t, a in arrays.items():
             inner[t] = a[c] if state[t] == ROW else a[i]
-        _op_values(k, group, state, inner, scalar=False)
+        guards: list[Value] | None = [] if big is not None and not exact else None
+        _op_values(k, group, state, inner, scalar=False, exact=exact, guards=guards)
+        for v in guards or ():
+            assert big is not None
+            big.value = big.value | ~(_abs(k, v) <= k.const(GUARDED["sin"], v.type))
         for o, t, is_scalar in zip(outputs, group.outputs, scalar_outputs):
             if not is_scalar:
                 o[c if state[t] == ROW else i] = inner[t]
 
-    if ROW in state.values():
+    rows = ROW in state.values()
+    _elements(k, rows, start, stop, m, lambda i, c: elements(i, c, False))
+    if big is not None:
+        with k.if_(big.value):
+            _elements(k, rows, start, stop, m, lambda i, c: elements(i, c, True))
+
+
+def _elements(k: Kernel, rows: bool, start: Value, stop: Value, m: Value, body: Callable[[Value, Value], None]) -> None:
+    """``body(i, c)`` over the flattened elements start..stop: i the element, c its place in a
+    row of ``m`` when ``rows`` (else i again)."""
+    if rows:
         safe = k.where(m == 0, 1, m)
         first = k.where(m == 0, 0, Value(k, I64, k.b.sdiv(start.ir, safe.ir)))
         last = k.where(m == 0, 0, Value(k, I64, k.b.sdiv(stop.ir, safe.ir)))
         for r in k.range(first, last):
             base = r * m
             for c in k.range(m):
-                elements(base + c, c)
+                body(base + c, c)
     else:
         for i in k.range(start, stop):
-            elements(i, i)
+            body(i, i)
 
 
 _lock = threading.Lock()
