@@ -33,6 +33,9 @@ Compiled loops (the numba backend, gradreg.backends.numba):
   weights, a Const's indices) are read-only arrays, a type of their own to numba: a loop given
   one is compiled again at call time, in the caller's thread. Pass a loop's small inputs
   through it (weights, indices); large ones the loop should not be handed read-only;
+* ``native_loop(build, *args)``: ``build(*args)``, a native kernel's builder (gradreg.native),
+  or None where native kernels are unavailable, ``build`` is None or it raised Unsupported:
+  the family's numba loop serves then;
 * ``elementwise(...)`` (also in gradreg.plugin) describes an elementwise op for fusion;
   ``same_shapes`` is the ``accepts`` of ops that do not broadcast, ``accept_arrays`` of ops
   that broadcast a row but refuse scalars (BiasAdd).
@@ -47,6 +50,7 @@ Families import this module, never gradreg.backends' own modules: a backend may 
 it does these things without touching a family.
 """
 from gradreg.backends.memory import Recycler
+from gradreg.backends.native import native_loop
 from gradreg.backends.numba.cache import writable
 from gradreg.backends.numba.codegen import compile_module
 from gradreg.backends.numba.description import accept_arrays, elementwise, numba_available, same_shapes
@@ -54,4 +58,4 @@ from gradreg.backends.threads import blas_threads, max_threads, threads_for
 from gradreg.backends.workers import parallel, product, split
 
 __all__ = ["Recycler", "accept_arrays", "blas_threads", "compile_module", "elementwise", "max_threads",
-           "numba_available", "parallel", "product", "same_shapes", "split", "threads_for", "writable"]
+           "native_loop", "numba_available", "parallel", "product", "same_shapes", "split", "threads_for", "writable"]

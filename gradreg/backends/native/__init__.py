@@ -10,8 +10,25 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import Any
 
 from gradreg.backends.native import engine
+
+
+class Unsupported(Exception):
+    """What a kernel or an expression asked for has no native form (numba's serves)."""
+
+
+def native_loop(build: Any, *args: Any) -> Any:
+    """``build(*args)`` (a native kernel's builder), or None where native kernels are not
+    available here, ``build`` is None (its module could not be imported) or the kernel has
+    no native form (:class:`Unsupported`): the caller builds numba's loop then."""
+    if build is None or not available():
+        return None
+    try:
+        return build(*args)
+    except Unsupported:
+        return None
 
 
 def available() -> bool:

@@ -23,11 +23,9 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from gradreg.backends.native import engine, pycall
+from gradreg.backends.native import Unsupported, engine, pycall
 
-
-class Unsupported(Exception):
-    """What a kernel or an expression asked for has no native form (numba's serves)."""
+__all__ = ["BOOL", "F32", "F64", "I32", "I64", "Array", "Kernel", "Type", "Unsupported", "Value", "Var", "type_of"]
 
 
 class Type:

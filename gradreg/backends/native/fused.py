@@ -174,7 +174,7 @@ def _c_math(name: str) -> Callable[..., Value]:
     def f(k: Kernel, *args: Value) -> Value:
         values = [_float(a) for a in args]
         if len(values) == 2:
-            values = list(_same(*values))
+            values = list(_same(values[0], values[1]))
         return k.libm(name + ("f" if values[0].type is F32 else ""), *values)
     return f
 

@@ -17,7 +17,7 @@ import functools
 
 import numpy as np
 
-from gradreg.kernel_support import compile_module, elementwise, numba_available, same_shapes, writable
+from gradreg.kernel_support import compile_module, elementwise, native_loop, numba_available, same_shapes, writable
 from gradreg.model import dtypes
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import Tiered
@@ -181,14 +181,9 @@ def _scatter_module():
 
 
 def _native(builder: str, *args):
-    """The loop math/native_kernels' ``builder`` builds for ``args``, compiled now; None where
-    native kernels are not available here or the loop has no native form (numba's runs then)."""
-    if native_kernels is None or not native_kernels.available():
-        return None
-    try:
-        return getattr(native_kernels, builder)(*args)
-    except native_kernels.Unsupported:
-        return None
+    """The loop native_kernels' ``builder`` builds for ``args``, compiled now; None where it
+    cannot (numba's runs then: kernel_support.native_loop)."""
+    return native_loop(getattr(native_kernels, builder, None), *args)
 
 
 def _scatter_loop(combine: str, data_type, id_type):
