@@ -26,7 +26,20 @@ gradreg.backends.native.dsl.
 from __future__ import annotations
 
 from gradreg.backends.native import available, mathlib
-from gradreg.backends.native.dsl import BOOL, F32, F64, I32, I64, Array, Kernel, Type, Unsupported, Value, type_of
+from gradreg.backends.native.dsl import (
+    BOOL,
+    F32,
+    F64,
+    I32,
+    I64,
+    Array,
+    Kernel,
+    Type,
+    Unsupported,
+    Value,
+    compile_loop,
+    type_of,
+)
 
 __all__ = ["BOOL", "F32", "F64", "I32", "I64", "Array", "Kernel", "Type", "Unsupported", "Value", "available",
-           "mathlib", "type_of"]
+           "compile_loop", "mathlib", "type_of"]

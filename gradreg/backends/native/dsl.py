@@ -25,7 +25,8 @@ from llvmlite import ir
 
 from gradreg.backends.native import Unsupported, engine, pycall
 
-__all__ = ["BOOL", "F32", "F64", "I32", "I64", "Array", "Kernel", "Type", "Unsupported", "Value", "Var", "type_of"]
+__all__ = ["BOOL", "F32", "F64", "I32", "I64", "Array", "Kernel", "Type", "Unsupported", "Value", "Var",
+           "compile_loop", "type_of"]
 
 
 class Type:
@@ -251,6 +252,10 @@ class Array:
             total = total * d
         return total
 
+    def flat(self) -> Array:
+        """The same elements as a 1-d array (NumPy's ``a.reshape(-1)``)."""
+        return Array(self.k, self.type, self.pointer, (self.size(),))
+
 
 class Kernel:
     """One kernel: declare its parameters in order, write its body, then :meth:`compile`."""
@@ -423,7 +428,7 @@ class Kernel:
     def fill(self, array: Array, value: Any) -> None:
         """Every element of ``array`` set to ``value``."""
         self.begin()
-        flat = Array(self, array.type, array.pointer, (array.size(),))
+        flat = array.flat()
         for i in self.range(flat.shape[0]):
             flat[i] = value
 
@@ -452,7 +457,7 @@ class Kernel:
         c_params = []
         lines = []
         call = []
-        scope: dict[str, Any] = {"fb": engine.ffi().from_buffer, "Unsupported": Unsupported, "float": float}
+        scope: dict[str, Any] = {"fb": engine.ffi().from_buffer}
         names = []
         for k, (kind, t, ndim) in enumerate(self.params):
             p = f"p{k}"
@@ -478,3 +483,15 @@ class Kernel:
             return kernel
         # the entry reading its arguments in machine code, the wrapper above for the rest
         return pycall.make_callable(f"{self.name}.py", addresses[f"{self.name}.py"], addresses.__getitem__, kernel)
+
+
+def compile_loop(name: str, dtype: Any, write: Callable[[Kernel, np.dtype], None], distinct: bool = False) -> Any:
+    """The loop ``write(k, dtype)`` traces into a new kernel ``k`` for arrays of ``dtype``
+    (float32 or float64: anything else raises Unsupported), compiled now: what a family's
+    table of loop writers builds one loop with."""
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise Unsupported(f"the loop {name} of {dtype}")
+    k = Kernel(f"{name}_{dtype.name}", distinct=distinct)
+    write(k, dtype)
+    return k.compile()

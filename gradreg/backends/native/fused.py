@@ -396,10 +396,6 @@ def _storage(t: Tensor) -> Any:
     return np.bool_ if t.dtype is dtypes.bool_ else t.known_dtype.storage
 
 
-def _flat(k: Kernel, a: Array) -> Array:
-    return Array(k, a.type, a.pointer, (a.size(),))
-
-
 def _body(k: Kernel, group: FusedGroup, state: dict[Tensor, int], values: dict[Tensor, Value],
           arrays: dict[Tensor, Array], outputs: list[Array], start: Value, stop: Value, m: Value) -> None:
     """The loop over the flattened elements start..stop (rows of ``m`` when a value is a row)."""
@@ -509,8 +505,8 @@ def _build_static(group: FusedGroup, state: dict[Tensor, int], rank: int) -> Cal
         m = k.int(1)
         for n in extents[rank - 1 - len(row_dims(rows[0].shape.as_tuple())):]:
             m = m * n
-    flat = {t: _flat(k, a) for t, a in arrays.items()}
-    _body(k, group, state, values, flat, [_flat(k, o) for o in outputs], lo * inner, hi * inner, m)
+    flat = {t: a.flat() for t, a in arrays.items()}
+    _body(k, group, state, values, flat, [o.flat() for o in outputs], lo * inner, hi * inner, m)
     return k.compile()
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gradreg.native import Array, Kernel, Unsupported, available
+from gradreg.native import Array, Kernel, Unsupported, available, compile_loop
 
 __all__ = ["Unsupported", "available", "loop"]
 
@@ -97,8 +97,4 @@ def loop(dtype: Any, name: str) -> Loop:
 
 @functools.cache
 def _loop(dtype: np.dtype, name: str) -> Loop:
-    if dtype not in (np.float32, np.float64):
-        raise Unsupported(f"resize loops of {dtype}")
-    k = Kernel(f"resize_{name}_{dtype.name}")
-    _LOOPS[name](k, dtype)
-    return k.compile()
+    return compile_loop(f"resize_{name}", dtype, _LOOPS[name])

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from gradreg.native import BOOL, I64, Array, Kernel, Unsupported, Value, available, mathlib
+from gradreg.native import BOOL, I64, Array, Kernel, Unsupported, Value, available, compile_loop, mathlib
 
 __all__ = ["Unsupported", "available", "conv_loop", "depthwise_loop", "loop", "max_pool_grad_loop"]
 
@@ -36,15 +36,13 @@ Loop = Callable[..., None]
 _MAY_ALIAS = {"spread"}
 
 
-def _kernel(name: str, dtype: np.dtype) -> Kernel:
-    """A kernel of the loop ``name`` for arrays of ``dtype`` (float32 and float64 only, as
-    numba_kernels'). Every caller gives the loops distinct arrays (outputs made for the call),
-    and LLVM is told so (``distinct``): without checking for overlaps at run time it vectorizes
-    more of them, and the convolutions' small ones ran up to 2x faster (gather 53 against 100 us
-    at (8, 16, 16, 3, 3, 4); col2im, the depthwise loops 5-30%)."""
-    if dtype not in (np.float32, np.float64):
-        raise Unsupported(f"nn loops of {dtype}")
-    return Kernel(f"{name}_{dtype.name}", distinct=name not in _MAY_ALIAS)
+def _compile(name: str, dtype: np.dtype, write: Callable[[Kernel, np.dtype], None]) -> Loop:
+    """The loop ``write`` traces, for arrays of ``dtype`` (float32 and float64 only, as
+    numba_kernels'), compiled now. Every caller gives the loops distinct arrays (outputs made
+    for the call), and LLVM is told so (``distinct``): without checking for overlaps at run time
+    it vectorizes more of them, and the convolutions' small ones ran up to 2x faster (gather 53
+    against 100 us at (8, 16, 16, 3, 3, 4); col2im, the depthwise loops 5-30%)."""
+    return compile_loop(name, dtype, write, distinct=name not in _MAY_ALIAS)
 
 
 # -- bias addition, softmax (numba_kernels._LOOPS) ------------------------------------------------
@@ -132,9 +130,7 @@ def loop(dtype: Any, name: str) -> Loop:
 
 @functools.cache
 def _loop(dtype: np.dtype, name: str) -> Loop:
-    k = _kernel(name, dtype)
-    _LOOPS[name](k, dtype)
-    return k.compile()
+    return _compile(name, dtype, _LOOPS[name])
 
 
 # -- windows --------------------------------------------------------------------------------------
@@ -255,9 +251,8 @@ def depthwise_loop(dtype: Any, kind: str, multiplier_one: bool) -> Loop:
 
 @functools.cache
 def _depthwise_loop(dtype: np.dtype, kind: str, multiplier_one: bool) -> Loop:
-    k = _kernel(f"depthwise_{kind}_{'one' if multiplier_one else 'any'}", dtype)
-    _DEPTHWISE[kind](k, dtype, multiplier_one)
-    return k.compile()
+    return _compile(f"depthwise_{kind}_{'one' if multiplier_one else 'any'}", dtype,
+                    lambda k, dtype: _DEPTHWISE[kind](k, dtype, multiplier_one))
 
 
 # -- Conv2D's loops (numba_kernels._CONV_LOOPS) ---------------------------------------------------
@@ -324,9 +319,7 @@ def conv_loop(dtype: Any, name: str) -> Loop:
 
 @functools.cache
 def _conv_loop(dtype: np.dtype, name: str) -> Loop:
-    k = _kernel(name, dtype)
-    _CONV[name](k, dtype)
-    return k.compile()
+    return _compile(name, dtype, _CONV[name])
 
 
 # -- max pooling's gradient (numba_kernels._MAX_POOL_GRAD) ----------------------------------------
@@ -387,6 +380,4 @@ def max_pool_grad_loop(dtype: Any) -> Loop:
 
 @functools.cache
 def _max_pool_grad_loop(dtype: np.dtype) -> Loop:
-    k = _kernel("max_pool_grad", dtype)
-    _max_pool_grad(k, dtype)
-    return k.compile()
+    return _compile("max_pool_grad", dtype, _max_pool_grad)

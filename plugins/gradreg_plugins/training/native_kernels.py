@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from gradreg.native import Array, Kernel, Unsupported, Value, available
+from gradreg.native import Array, Kernel, Unsupported, Value, available, compile_loop
 
 __all__ = ["Unsupported", "available", "loop"]
 
@@ -134,8 +134,4 @@ def loop(dtype: Any, name: str) -> Loop:
 
 @functools.cache
 def _loop(dtype: np.dtype, name: str) -> Loop:
-    if dtype not in (np.float32, np.float64):
-        raise Unsupported(f"training loops of {dtype}")
-    k = Kernel(f"{name}_{dtype.name}")
-    _LOOPS[name](k, dtype)
-    return k.compile()
+    return compile_loop(name, dtype, _LOOPS[name])
