@@ -20,7 +20,7 @@ Arrays are C-contiguous NumPy arrays of the declared dtype and rank (checked at 
 loops are ``for i in k.range(lo, hi)``, conditions ``with k.if_(c)``, selects ``k.where``,
 mutable locals ``k.var``. What has no native form raises :class:`Unsupported`: build the
 kernel another way then (a numba loop, the NumPy kernel). :func:`available` says whether
-llvmlite and cffi are installed and LLVM compiles for this machine. The reference is
+llvmlite is installed and LLVM compiles for this machine. The reference is
 gradreg.backends.native.dsl.
 """
 from __future__ import annotations

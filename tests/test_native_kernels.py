@@ -15,7 +15,7 @@ from gradreg.backends import native
 from gradreg.backends.numba import kernels
 from gradreg.backends.numba.codegen import static_states
 
-pytestmark = pytest.mark.skipif(not native.available(), reason="llvmlite or cffi missing")
+pytestmark = pytest.mark.skipif(not native.available(), reason="llvmlite missing")
 
 from gradreg.backends.native import dsl, fused  # noqa: E402
 from tests.test_numba_kernels import SPECIAL, assert_same, binary_values, build, run_both, values  # noqa: E402
@@ -204,7 +204,7 @@ def test_a_kernel_traced_again_is_the_same_ir():
 def test_the_entry_reads_arrays_itself_and_leaves_the_rest_to_the_wrapper():
     """Where NumPy's struct layout holds (pycall.layout_ok), a kernel is a builtin function
     that reads its arguments in machine code; a subclass, another byte order, a bad int or
-    float goes to the cffi wrapper, which converts it or raises its error."""
+    float goes to the ctypes wrapper, which converts it or raises its error."""
     from gradreg.backends.native import pycall
     k = dsl.Kernel("axpy")
     x, y = k.array(np.float64, 1), k.array(np.float64, 1)

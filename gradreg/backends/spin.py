@@ -62,17 +62,29 @@ def _native() -> tuple[Callable[..., bool], Callable[..., None]]:
     b.store_atomic(value, b.gep(state, [index]), "release", 8)
     b.ret_void()
     addresses = engine.compile_ir(str(module), ["wait_change", "publish"])
-    native_wait = engine.function(addresses["wait_change"], "int64_t(*)(char*, int64_t, int64_t, int64_t)")
-    native_publish = engine.function(addresses["publish"], "void(*)(char*, int64_t, int64_t)")
-    buffer = engine.ffi().from_buffer
+    native_wait = engine.function(addresses["wait_change"], "int64_t", ["char*", "int64_t", "int64_t", "int64_t"])
+    native_publish = engine.function(addresses["publish"], "void", ["char*", "int64_t", "int64_t"])
+    last: list[tuple[np.ndarray, int]] = [(np.zeros(0, np.int64), 0)]
+
+    def address(state: np.ndarray) -> int:
+        # a pool's state is one array for its life: its address is looked up once (2 us), then
+        # remembered with it (one tuple, replaced whole: threads may call this at once)
+        array, known = last[0]
+        if array is state:
+            return known
+        if state.dtype != np.int64 or state.ndim != 1:
+            raise TypeError(f"a spin's state is a 1-d int64 array, not {state.dtype} {state.ndim}-d")
+        found = engine.data_address(state, "a spin's state")
+        last[0] = (state, found)
+        return found
 
     def wait_change(state: np.ndarray, index: int, old: int, spins: int) -> bool:
         """Whether ``state[index]`` differs from ``old`` within ``spins`` reads."""
-        return bool(native_wait(buffer(state), index, old, spins))
+        return bool(native_wait(address(state), index, old, spins))
 
     def publish(state: np.ndarray, index: int, value: int) -> None:
         """``state[index] = value``, seen by a spinning reader once it is written."""
-        native_publish(buffer(state), index, value)
+        native_publish(address(state), index, value)
     return wait_change, publish
 
 

@@ -32,7 +32,7 @@ def native_loop(build: Any, *args: Any) -> Any:
 
 
 def available() -> bool:
-    """Whether native kernels are built here: llvmlite and cffi installed, LLVM set up for this
+    """Whether native kernels are built here: llvmlite installed, LLVM set up for this
     machine, and not switched off (``GRADREG_NATIVE=0``: numba builds every kernel, as before)."""
     return os.environ.get("GRADREG_NATIVE", "").strip() != "0" and _works()
 

@@ -7,7 +7,7 @@ are ``for i in k.range(lo, hi)``; its conditions ``with k.if_(cond)``; its value
 their type). :meth:`Kernel.compile` optimizes and compiles the IR (engine: LLVM, through
 llvmlite, with the GIL released) and returns a Python function of the parameters: a
 function in machine code that reads NumPy's arrays itself (pycall; about half a microsecond a
-call), with a cffi wrapper for what it does not take. The GIL is released during the call.
+call), with a ctypes wrapper for what it does not take. The GIL is released during the call.
 
 Values follow IEEE arithmetic as NumPy's loops do (no fast-math: no reassociation, no
 contraction into fused multiply-adds, NaN compared unordered by ``!=`` only). Operands of
@@ -457,7 +457,8 @@ class Kernel:
         c_params = []
         lines = []
         call = []
-        scope: dict[str, Any] = {"fb": engine.ffi().from_buffer}
+        scope: dict[str, Any] = {"address": engine.data_address, "as_int": engine.as_int,
+                                 "as_float": engine.as_float}
         names = []
         for k, (kind, t, ndim) in enumerate(self.params):
             p = f"p{k}"
@@ -469,12 +470,12 @@ class Kernel:
                              f" + str({p}.ndim) + '-d; the kernel takes {t.dtype}, {ndim}-d')\n")
                 c_params.append("char*")
                 c_params.extend(["int64_t"] * ndim)
-                call.append(f"fb({p})")
+                call.append(f"address({p}, '{self.name}: argument {k}')")
                 call.extend(f"{p}.shape[{d}]" for d in range(ndim))
             else:
                 c_params.append(t.c)
-                call.append(p)
-        scope["fn"] = engine.function(address, f"void(*)({', '.join(c_params) or 'void'})")
+                call.append(f"bool({p})" if t.is_bool else f"as_float({p})" if t.is_float else f"as_int({p})")
+        scope["fn"] = engine.function(address, "void", c_params)
         text = (f"def {self.name}({', '.join(names)}):\n" + "".join(lines)
                 + f"    fn({', '.join(call)})\n")
         exec(compile(text, f"<gradreg-native-{self.name}>", "exec"), scope)

@@ -1,8 +1,9 @@
-"""LLVM's machine-code compiler for gradreg's native kernels, through llvmlite, and calls through cffi.
+"""LLVM's machine-code compiler for gradreg's native kernels, through llvmlite, and calls through ctypes.
 
 :func:`compile_ir` optimizes a module of LLVM IR (``-O3``'s pipeline for this CPU) and
-compiles it in memory; the returned address is called through a cffi function pointer of
-the kernel's C signature. Both steps run in llvmlite's C++ library, called through ctypes,
+compiles it in memory; the returned address is called through a ctypes function pointer of
+the kernel's C signature (which releases the GIL during the call; the kernels' usual entry is
+their own, pycall's, and this is its fallback). Both steps run in llvmlite's C++ library, called through ctypes,
 which releases the GIL: a background thread compiling kernels does not stall the caller's
 Python. An engine (and its target machine, which it owns) lives as long as the process, as
 the code it holds is called for as long. The machine code is also kept in the kernel cache
@@ -12,10 +13,13 @@ LLVM's version: a later process loads it instead of optimizing and compiling aga
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import hashlib
+import operator
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +33,7 @@ _from_cache = [0]           # how many of them loaded their machine code from th
 
 
 class Unavailable(RuntimeError):
-    """llvmlite or cffi is missing, or LLVM cannot compile for this machine."""
+    """llvmlite is missing, or LLVM cannot compile for this machine."""
 
 
 @functools.cache
@@ -41,15 +45,6 @@ def _llvm() -> Any:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     return llvm
-
-
-@functools.cache
-def ffi() -> Any:
-    try:
-        import cffi
-    except ImportError as exc:
-        raise Unavailable(f"cffi is not installed: {exc}") from exc
-    return cffi.FFI()
 
 
 @functools.cache
@@ -147,21 +142,48 @@ def loaded_count() -> int:
     return _from_cache[0]
 
 
-def function(address: int, signature: str) -> Any:
-    """A cffi function pointer of C type ``signature`` (e.g. ``"void(*)(char*, int64_t)"``)."""
-    return ffi().cast(_ctype(signature), address)
+# the C types of kernel parameters (dsl.Type.c) and results
+_CTYPES: dict[str, Any] = {"void": None, "char*": ctypes.c_void_p, "int64_t": ctypes.c_int64,
+                           "int32_t": ctypes.c_int32, "float": ctypes.c_float, "double": ctypes.c_double,
+                           "_Bool": ctypes.c_bool}
+
+
+def function(address: int, result: str, params: Sequence[str]) -> Any:
+    """A ctypes function pointer to the machine code at ``address``, of C type
+    ``result(*)(params...)`` (e.g. ``"void", ["char*", "int64_t"]``); ctypes releases the GIL
+    during the call."""
+    return _prototype(result, tuple(params))(address)
 
 
 @functools.cache
-def _ctype(signature: str) -> Any:
-    return ffi().typeof(signature)      # parsed once: cffi's C parser takes milliseconds
+def _prototype(result: str, params: tuple[str, ...]) -> Any:
+    return ctypes.CFUNCTYPE(_CTYPES[result], *(_CTYPES[p] for p in params))
+
+
+def data_address(array: np.ndarray, what: str) -> int:
+    """The address of ``array``'s data, which must be C-contiguous (a kernel reads it as such):
+    ValueError naming ``what`` otherwise."""
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{what} is not C-contiguous: a native kernel reads it as contiguous")
+    return int(array.__array_interface__["data"][0])
+
+
+def as_int(value: Any) -> int:
+    """``value`` as a C integer parameter: an int or NumPy int (TypeError for a float, a string, ...)."""
+    return operator.index(value)
+
+
+def as_float(value: Any) -> float:
+    """``value`` as a C float or double parameter: a real number (TypeError for a string, ...)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+        raise TypeError(f"a real number is expected, not {type(value).__name__}")
+    return float(value)
 
 
 def available() -> bool:
-    """Whether native kernels can be compiled here (llvmlite and cffi importable, LLVM set up)."""
+    """Whether native kernels can be compiled here (llvmlite importable, LLVM set up)."""
     try:
         _llvm()
-        ffi()
         _pass_builder()
     except Exception:
         return False

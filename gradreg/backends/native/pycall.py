@@ -1,18 +1,18 @@
 """Calling native kernels from Python as fast as numba's dispatcher: a CPython function in LLVM IR.
 
-Through cffi a call costs 4-7 us (each array's buffer taken, a dozen arguments converted);
+Through ctypes (or cffi) a call costs 4-7 us (each array's address taken, a dozen arguments converted);
 a plan makes hundreds of kernel calls a step. So each kernel module also holds a function with
 CPython's ``METH_FASTCALL`` signature that reads its arguments itself: an array's data
 pointer, rank, dims, flags and type number from NumPy's array struct (checked: exactly an
 ndarray, C-contiguous, of the kernel's type in native byte order and rank), an int through
 ``PyLong_AsLongLong``, a float through ``PyFloat_AsDouble``; it releases the GIL around the
 kernel (``PyEval_SaveThread``) and returns None. Any argument it does not take -- another
-type, a subclass, a strided view -- goes to the cffi wrapper (the fallback), which converts
+type, a subclass, a strided view -- goes to the ctypes wrapper (the fallback), which converts
 or refuses it with its error.
 
 The struct offsets are NumPy's (``PyArrayObject_fields``, the same in NumPy 1 and 2) and
 CPython's object header; :func:`layout_ok` checks them on a live array first, and on a build
-where they do not hold (a free-threaded or debug CPython, say) only the cffi wrapper is made.
+where they do not hold (a free-threaded or debug CPython, say) only the ctypes wrapper is made.
 The process-specific addresses (the ndarray type, the fallback) are globals filled in after
 loading, so the IR -- and the machine code in the disk cache -- is the same in every process.
 """
@@ -157,7 +157,7 @@ def add_entry(module: ir.Module, kernel: ir.Function, params: list[tuple[str, An
     b.call(restore, [state])
     b.ret(b.call(new_ref, [b.load(globals_["none"])]))
 
-    b.position_at_end(slow)        # what the fast path does not take: the cffi wrapper decides
+    b.position_at_end(slow)        # what the fast path does not take: the ctypes wrapper decides
     b.ret(b.call(vectorcall, [b.load(globals_["fallback"]), args, nargs, ir.Constant(_PTR, None)]))
     b.position_at_end(error)
     b.ret(ir.Constant(_PTR, None))
