@@ -309,9 +309,14 @@ def _own_members(tree: ast.Module) -> set[str]:
     return names
 
 
+# Names with an underscore that are another library's public interface: NumPy's C API table (the
+# capsule a C extension's import_array reads; the plan allocator takes PyDataMem_SetHandler from it).
+PUBLIC_INTERFACES = {"_ARRAY_API"}
+
+
 def _is_private(name: str) -> bool:
     # _gradreg_tensor_ and friends are conversion protocols (like __array__), not private names.
-    return name.startswith("_") and not name.startswith("__") and not (
+    return name.startswith("_") and not name.startswith("__") and name not in PUBLIC_INTERFACES and not (
         name.startswith("_gradreg_") and name.endswith("_"))
 
 

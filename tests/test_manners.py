@@ -72,7 +72,15 @@ def _process_state() -> dict:
         "logging": (logging.getLogger().level, list(logging.getLogger().handlers)),
         "priority": os.getpriority(os.PRIO_PROCESS, 0),
         "umask": os.umask(os.umask(0o22)),
+        "numpy allocator": _numpy_allocator(),
     }
+
+
+def _numpy_allocator() -> str:
+    """The name of the memory handler NumPy allocates with in this thread's context (NEP 49)."""
+    import importlib
+    multiarray = importlib.import_module("numpy._core.multiarray" if hasattr(np, "_core") else "numpy.core.multiarray")
+    return str(multiarray.get_handler_name())
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity here")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gradreg.backends.native import allocator
 from gradreg.backends.threads import affinity_cores, blas_threads
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class SpinPool:
     def _work(self, w: int) -> None:
         state, base, seen = self.state, w * self.SLOT, 0
         wakeup = self.wakeups[w]
+        adopted = False     # the plan allocator, for the arrays a task makes (once it is made)
         while True:
             if not self.wait_change(state, base, seen, self.spins):
                 with wakeup:
@@ -75,6 +77,8 @@ class SpinPool:
                         wakeup.wait()
                     state[base + 2] = 0
             seen = int(state[base])
+            if not adopted:
+                adopted = allocator.adopt()
             # The task stays in ``tasks`` (a caller may post the next one meanwhile: clearing it
             # here could drop that one); what it holds is let go by the call it belongs to.
             fn, i = self.tasks[w]

@@ -26,6 +26,7 @@ generated code (neither folded nor absorbing).
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import statistics
@@ -33,6 +34,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -447,6 +449,7 @@ class Plan:
         if modes is not None and modes.single is not None:
             makers["single"] = modes.single
         self._makers = makers
+        self._memory = modes.memory if modes is not None and modes.memory is not None else contextlib.nullcontext
         chosen = os.environ.get("GRADREG_SIDE_TASKS", "auto").strip().lower()
         self._fixed = chosen in ("on", "off") or len(makers) == 1
         # The mode calls run in outside trials: side tasks until a trial has chosen.
@@ -597,7 +600,7 @@ class Plan:
             # each iteration): that call's errstate holds, and setting it again would cost more
             # than a small body.
             return self._fn(feed_values, runner) if self._takes_side else self._fn(feed_values)  # type: ignore[no-any-return]
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), self._memory():
             _CALLING.inside = True
             try:
                 return self._fn(feed_values, runner) if self._takes_side else self._fn(feed_values)  # type: ignore[no-any-return]
@@ -671,9 +674,11 @@ class SideRunner(Protocol):
 class CallModes:
     """What a backend offers its plans' calls besides splitting kernels over its threads
     (Plan._runner): ``side`` makes a call's side-task runner, ``single`` a runner that keeps a
-    call on one thread."""
+    call on one thread; ``memory`` the context a call runs in (the backend's allocator for the
+    call's arrays, gradreg.backends.native.allocator), entered by a thread's outermost call."""
     side: Callable[[], SideRunner] | None = None
     single: Callable[[], SideRunner] | None = None
+    memory: Callable[[], AbstractContextManager[Any]] | None = None
 
 
 def build_quietly(tiered: Tiered) -> Callable[..., Any] | None:

@@ -13,8 +13,9 @@ gradreg.backends.numba.cache) the fast one. ``GRADREG_JIT`` says when builds run
   spinning pool of kernel threads is made then too), and runs them from its second call on:
   kernels loaded by the thread would have the caller wait for the GIL behind it, call after
   call. They are loaded after the first call, not before: a fused loop is compiled for its
-  inputs as they came (read-only or not), which the first call shows. A command that runs a
-  new plan once never imports numba.
+  inputs as they came (read-only or not), which the first call shows. As its first call
+  returns, a plan also loads LLVM (llvmlite) for the builds to come, and the allocator its
+  calls use from the second on. A command that runs a new plan once never imports numba.
 * ``eager``: each plan builds its kernels when it is compiled, before its first run (the
   behaviour before tiering; tests that check numba's kernels use it).
 
@@ -36,7 +37,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gradreg.backends import workers
+from gradreg.backends import native, workers
+from gradreg.backends.native import allocator
 from gradreg.backends.numba.cache import cache_dir
 from gradreg.registry.kernels import Tiered
 
@@ -118,6 +120,7 @@ def tier_up(plan: Any, calls: int) -> bool:
     background thread, each swapped in when built. True once it has done either."""
     if calls == 1:
         note = _note_path(plan)
+        _load_compiler()
         if note is None or not note.exists():
             return False
         plan.build_upgrades()
@@ -127,6 +130,15 @@ def tier_up(plan: Any, calls: int) -> bool:
         return True
     _queue(plan)
     return True
+
+
+def _load_compiler() -> None:
+    """LLVM loaded and set up for the native kernels (llvmlite's import, about 50 ms of Python
+    with the GIL held) in the first call, where a process pays it once: done by the builder
+    thread beside the caller's second and third calls, it stalled one of them 4x. And the
+    plan allocator made, which the calls use from the second on (gradreg.backends.native.allocator)."""
+    if native.available():
+        allocator.prepare()
 
 
 def _queue(plan: Any) -> None:

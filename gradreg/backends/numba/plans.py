@@ -5,6 +5,7 @@ Imported when the backend builds its first plan (gradreg.backends.numba)."""
 from __future__ import annotations
 
 from gradreg.backends import call_modes, memory
+from gradreg.backends.native import allocator
 from gradreg.backends.numba import KERNEL_TABLES, jit
 from gradreg.backends.numba.grouping import fuse
 from gradreg.registry.kernels import KernelContext
@@ -20,4 +21,5 @@ def create_executor(context: KernelContext, check_outputs: bool = False) -> Plan
 
 
 # A call may run its side items on the kernel thread, or keep to one thread (Plan._runner).
-MODES = CallModes(side=call_modes.SideTasks, single=call_modes.SingleThreaded)
+# Its arrays come from the plan allocator once a plan's first call has made it (jit.tier_up).
+MODES = CallModes(side=call_modes.SideTasks, single=call_modes.SingleThreaded, memory=allocator.using)
