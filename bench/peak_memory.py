@@ -16,8 +16,9 @@ few times, then measures one step:
 * **the peak**: after ``gc.collect()`` and ``malloc_trim(0)`` (free heap back to the system), the
   process's resident set before the step, its high-water mark reset (``/proc/self/clear_refs``),
   one step, and the high-water mark after it. The step's extra peak is the difference; the
-  peak is that plus what the step holds from before it: its inputs and the arrays gradreg
-  keeps from call to call (``kernel_support.Recycler``'s, summed). For TensorFlow only the
+  peak is that plus what the step holds from before it: its inputs and the memory gradreg
+  keeps from call to call (``kernel_support.Recycler``'s arrays and the plan allocator's freed
+  blocks, summed). For TensorFlow only the
   step's extra peak is printed (its own buffers between calls are not visible from Python).
 
 Linux only (``/proc/self/status``, ``clear_refs``, glibc's ``malloc_trim``).
@@ -89,9 +90,12 @@ def live_set(step) -> tuple[int, int]:
 
 
 def recycled_bytes() -> int:
-    """Bytes gradreg's kernels keep between calls to hand out again (every Recycler's arrays)."""
+    """Bytes gradreg keeps between calls to hand out again: every Recycler's arrays, and the
+    freed blocks the plan allocator keeps (gradreg.backends.native.allocator)."""
     from gradreg.backends.memory import Recycler
-    return sum(b.nbytes for r in gc.get_objects() if isinstance(r, Recycler) for b in r._buffers)
+    from gradreg.backends.native import allocator
+    return (sum(b.nbytes for r in gc.get_objects() if isinstance(r, Recycler) for b in r._buffers)
+            + allocator.counters()["kept"])
 
 
 def extra_peak(step) -> tuple[int, int]:
@@ -113,8 +117,9 @@ def child(name: str, contender: str) -> dict:
             step()
         live, inputs = live_set(step)
         step()
+        gc.collect()
+        kept = recycled_bytes()     # (as the step starts: the allocator's blocks are resident then)
         before, extra = extra_peak(step)
-        kept = recycled_bytes()
         return {"live": live, "inputs": inputs, "kept": kept, "before": before, "extra": extra,
                 "peak": inputs + kept + extra}
     step, _ = realistic.tensorflow_step(name)

@@ -70,6 +70,16 @@ def test_a_freed_block_serves_the_next_array_of_its_size():
         np.testing.assert_array_equal(small[::-1][:3], [99, 98, 97])
 
 
+def test_the_block_freed_last_comes_back_first():
+    """(the likeliest to be in the caches still, as with malloc's free lists)"""
+    with allocator.using():
+        first, second = np.empty(30_000), np.empty(30_000)
+        addresses = [a.__array_interface__["data"][0] for a in (first, second)]
+        del first
+        del second
+        assert np.empty(30_000).__array_interface__["data"][0] == addresses[1]
+
+
 def test_zeros_from_a_kept_block_are_zeros():
     with allocator.using():
         dirty = np.full(70_000, np.nan)

@@ -10,9 +10,10 @@ good; this allocator removes them for gradreg's arrays only.
 It is a NumPy memory handler (NEP 49: ``PyDataMem_SetHandler``), in machine code compiled by
 LLVM (gradreg.backends.native.engine). A freed block of ``MIN_BYTES`` to ``MAX_BLOCK`` bytes is
 kept in one of ``SLOTS`` slots, up to ``CAP`` bytes in all, the oldest given back to malloc to
-make room; an allocation of the same size takes it back. Each block carries its size in a
+make room; an allocation of the same size takes the one freed last. Each block carries its size in a
 header before the data (so a free does not rely on the size NumPy passes); blocks of 4 MiB or
-more are advised to use huge pages, as NumPy's own handler does. A spin lock guards the slots
+more are advised to use huge pages, as NumPy's own handler does (unless
+``NUMPY_MADVISE_HUGEPAGE=0``). A spin lock guards the slots
 (NumPy allocates with the GIL held; the lock costs nothing then).
 
 The handler is NumPy's per-context setting (a context variable): :func:`using` sets it for the
@@ -80,7 +81,7 @@ def _module() -> str:
     c_free = ir.Function(m, ir.FunctionType(void, [_PTR]), name="free")
     c_madvise = ir.Function(m, ir.FunctionType(_I32, [_PTR, _I64, _I32]), name="madvise")
     memset = m.declare_intrinsic("llvm.memset", [_PTR, _I64])
-    huge = platform.system() == "Linux"
+    huge = platform.system() == "Linux" and os.environ.get("NUMPY_MADVISE_HUGEPAGE", "").strip() != "0"
 
     def const(v: int) -> ir.Constant:
         return ir.Constant(_I64, v)
@@ -118,12 +119,13 @@ def _module() -> str:
         b.branch(done)
         b.position_at_end(done)
 
-    # take(size): a kept block of exactly ``size`` bytes (its data), or null
+    # take(size): the most recently kept block of exactly ``size`` bytes (its data), or null:
+    # the last freed is the likeliest still in the caches, as malloc's own free lists give it
     take = ir.Function(m, ir.FunctionType(_PTR, [_I64]), name="take")
     take.linkage = "internal"
     (size,) = take.args
-    entry, look, loop, check, found, miss, out = (take.append_basic_block(n) for n in
-                                                  ("entry", "look", "loop", "check", "found", "miss", "out"))
+    entry, look, loop, check, done, found, miss, out = (
+        take.append_basic_block(n) for n in ("entry", "look", "loop", "check", "done", "found", "miss", "out"))
     b = ir.IRBuilder(entry)
     in_range = b.and_(b.icmp_unsigned(">=", size, const(MIN_BYTES)), b.icmp_unsigned("<=", size, const(MAX_BLOCK)))
     b.cbranch(in_range, look, out)
@@ -133,15 +135,25 @@ def _module() -> str:
     b.branch(loop)
     b.position_at_end(loop)
     i = b.phi(_I64)
+    best = b.phi(_I64)          # the slot found so far (-1: none)
+    best_age = b.phi(_I64)
     i.add_incoming(const(0), locked)
-    b.cbranch(b.icmp_unsigned("<", i, const(SLOTS)), check, miss)
+    best.add_incoming(const(-1), locked)
+    best_age.add_incoming(const(0), locked)
+    b.cbranch(b.icmp_unsigned("<", i, const(SLOTS)), check, done)
     b.position_at_end(check)
+    age = b.load(slot(b, ages, i))
+    better = b.and_(b.icmp_unsigned("==", b.load(slot(b, sizes, i)), size), b.icmp_unsigned(">=", age, best_age))
     i.add_incoming(b.add(i, const(1)), check)
-    b.cbranch(b.icmp_unsigned("==", b.load(slot(b, sizes, i)), size), found, loop)
+    best.add_incoming(b.select(better, i, best), check)
+    best_age.add_incoming(b.select(better, age, best_age), check)
+    b.branch(loop)
+    b.position_at_end(done)
+    b.cbranch(b.icmp_signed(">=", best, const(0)), found, miss)
     b.position_at_end(found)
-    block = b.inttoptr(b.load(slot(b, blocks, i)), _PTR)
-    b.store(const(0), slot(b, sizes, i))
-    b.store(const(0), slot(b, blocks, i))
+    block = b.inttoptr(b.load(slot(b, blocks, best)), _PTR)
+    b.store(const(0), slot(b, sizes, best))
+    b.store(const(0), slot(b, blocks, best))
     b.store(b.sub(b.load(kept), size), kept)
     b.store(b.add(b.load(hits), const(1)), hits)
     release(b)
