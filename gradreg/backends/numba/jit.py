@@ -121,13 +121,12 @@ def tier_up(plan: Any, calls: int) -> bool:
     if calls == 1:
         note = _note_path(plan)
         _load_compiler()
-        if note is None or not note.exists():
-            return False
-        plan.build_upgrades()
+        if note is not None and note.exists():
+            plan.build_upgrades()
         # and the spinning pool of kernel threads (a compiled spin loaded and calibrated): made
         # later, by a thread of its own, it would hold the GIL in the calls after this one
         workers.spin_pool()
-        return True
+        return note is not None and note.exists()
     _queue(plan)
     return True
 
