@@ -90,6 +90,17 @@ def test_zeros_from_a_kept_block_are_zeros():
         assert not clean.any()
 
 
+def test_a_size_beyond_memory_is_a_memory_error():
+    with allocator.using():
+        with pytest.raises(MemoryError):
+            np.empty(2**62 // 8 + 1)          # (the header would have wrapped the size round)
+        with pytest.raises(MemoryError):
+            np.zeros(2**62 // 8 + 1)
+        a = np.ones(10)
+        with pytest.raises(MemoryError):
+            a.resize(2**62 // 8 + 1, refcheck=False)
+
+
 def test_a_resized_array_keeps_its_values():
     with allocator.using():
         a = np.arange(20_000, dtype=np.float64)

@@ -43,6 +43,7 @@ MAX_BLOCK = 16 << 20
 # them; the small CNNs keep 24-42 MiB, so 64 MiB serves them.
 CAP = 64 << 20
 HEADER = 64             # bytes before the data: the block's size (keeps malloc's 16-byte alignment)
+MAX_REQUEST = 1 << 62   # larger requests fail (null: NumPy's MemoryError) before the header overflows
 HUGE_BYTES = 4 << 20    # NumPy's own handler advises huge pages from this size on
 _MADV_HUGEPAGE = 14
 _PAGE = 4096
@@ -57,6 +58,23 @@ class _Handler(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * 127), ("version", ctypes.c_uint8), ("allocator", _Allocator)]
 
 
+def _globals(m: Any, t: Any, *names: str, linkage: str = "internal") -> list[Any]:
+    """Zero-initialized globals of IR type ``t`` in the module ``m``."""
+    from llvmlite import ir
+    made = []
+    for name in names:
+        g = ir.GlobalVariable(m, t, name=name)
+        g.initializer = ir.Constant(t, None)
+        g.linkage = linkage
+        made.append(g)
+    return made
+
+
+def _blocks(f: Any, *names: str) -> list[Any]:
+    """New basic blocks of the IR function ``f``."""
+    return [f.append_basic_block(n) for n in names]
+
+
 def _module() -> str:
     """The IR of the four functions (malloc, calloc, realloc, free with NumPy's signatures) and
     their state: the slots (block, size, age), the bytes kept, a clock, a lock and counters."""
@@ -67,15 +85,11 @@ def _module() -> str:
     void = ir.VoidType()
     slots_t = ir.ArrayType(_I64, SLOTS)
 
-    def global_(name: str, t: ir.Type) -> ir.GlobalVariable:
-        g = ir.GlobalVariable(m, t, name=name)
-        g.initializer = ir.Constant(t, None)
-        g.linkage = "internal" if not name.startswith("stat_") else ""
-        return g
-    blocks, sizes, ages = (global_(n, slots_t) for n in ("blocks", "sizes", "ages"))
-    clock, lock = (global_(n, _I64) for n in ("clock", "lock"))
-    hits, misses, kept = (global_(n, _I64) for n in ("stat_hits", "stat_misses", "stat_kept"))
-    limit = global_("stat_limit", _I64)       # the bytes kept at most (CAP; set_limit)
+    blocks, sizes, ages = _globals(m, slots_t, "blocks", "sizes", "ages")
+    clock, lock = _globals(m, _I64, "clock", "lock")
+    # the counters and the limit, read and set from Python (counters, set_limit)
+    hits, misses, kept, limit = _globals(m, _I64, "stat_hits", "stat_misses", "stat_kept", "stat_limit",
+                                         linkage="")
     limit.initializer = ir.Constant(_I64, CAP)
 
     c_malloc = ir.Function(m, ir.FunctionType(_PTR, [_I64]), name="malloc")
@@ -127,8 +141,8 @@ def _module() -> str:
     take = ir.Function(m, ir.FunctionType(_PTR, [_I64]), name="take")
     take.linkage = "internal"
     (size,) = take.args
-    entry, look, loop, check, done, found, miss, out = (
-        take.append_basic_block(n) for n in ("entry", "look", "loop", "check", "done", "found", "miss", "out"))
+    entry, look, loop, check, done, found, miss, out = _blocks(
+        take, "entry", "look", "loop", "check", "done", "found", "miss", "out")
     b = ir.IRBuilder(entry)
     in_range = b.and_(b.icmp_unsigned(">=", size, const(MIN_BYTES)), b.icmp_unsigned("<=", size, const(MAX_BLOCK)))
     b.cbranch(in_range, look, out)
@@ -168,8 +182,17 @@ def _module() -> str:
     b.position_at_end(out)
     b.ret(ir.Constant(_PTR, None))
 
+    def refuse_huge(f: ir.Function, b: ir.IRBuilder, size: ir.Value) -> None:
+        """Return null (NumPy's MemoryError) for a size the header would overflow."""
+        huge_size, sane = f.append_basic_block("huge_size"), f.append_basic_block("sane")
+        b.cbranch(b.icmp_unsigned(">", size, const(MAX_REQUEST)), huge_size, sane)
+        b.position_at_end(huge_size)
+        b.ret(ir.Constant(_PTR, None))
+        b.position_at_end(sane)
+
     def serve(f: ir.Function, b: ir.IRBuilder, size: ir.Value, zeroed: bool) -> None:
         """Return a kept block of ``size`` bytes (cleared if ``zeroed``), else a new one."""
+        refuse_huge(f, b, size)
         kept_data = b.call(take, [size])
         fresh, reuse = f.append_basic_block("fresh"), f.append_basic_block("reuse")
         b.cbranch(b.icmp_unsigned("!=", kept_data, ir.Constant(_PTR, None)), reuse, fresh)
@@ -211,6 +234,7 @@ def _module() -> str:
     f = ir.Function(m, ir.FunctionType(_PTR, [_PTR, _PTR, _I64]), name="gr_realloc")
     _, ptr, size = f.args
     b = ir.IRBuilder(f.append_basic_block("entry"))
+    refuse_huge(f, b, size)
     null, some = f.append_basic_block("null"), f.append_basic_block("some")
     b.cbranch(b.icmp_unsigned("==", ptr, ir.Constant(_PTR, None)), null, some)
     b.position_at_end(null)
@@ -250,7 +274,7 @@ def _module() -> str:
     b.position_at_end(keep)
     acquire(b, f)
     locked = b.block
-    scan, body, chosen = (f.append_basic_block(n) for n in ("scan", "body", "chosen"))
+    scan, body, chosen = _blocks(f, "scan", "body", "chosen")
     b.branch(scan)
     # one pass over the slots: the first empty one, and the oldest full one
     b.position_at_end(scan)
