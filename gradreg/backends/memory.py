@@ -11,7 +11,9 @@ That is a setting of the whole process which glibc cannot report, so it could no
 after a call: the library leaves malloc alone unless asked (GRADREG_MALLOC=retain, or
 :func:`allow_retaining`, which the ``gradreg`` command calls for its own process). A process
 that sets MALLOC_TRIM_THRESHOLD_ or MALLOC_MMAP_THRESHOLD_ itself, or GRADREG_MALLOC=default,
-keeps glibc's behaviour; other C libraries are left alone.
+keeps glibc's behaviour; other C libraries are left alone. Without tuning malloc, a plan's
+calls keep their freed blocks in the plan allocator (gradreg.backends.native.allocator), which
+NumPy uses only during gradreg's calls; GRADREG_MALLOC=default turns that off too.
 """
 from __future__ import annotations
 
