@@ -120,13 +120,14 @@ def tier_up(plan: Any, calls: int) -> bool:
     background thread, each swapped in when built. True once it has done either."""
     if calls == 1:
         note = _note_path(plan)
+        noted = note is not None and note.exists()
         _load_compiler()
-        if note is not None and note.exists():
+        if noted:
             plan.build_upgrades()
         # and the spinning pool of kernel threads (a compiled spin loaded and calibrated): made
         # later, by a thread of its own, it would hold the GIL in the calls after this one
         workers.spin_pool()
-        return note is not None and note.exists()
+        return noted
     _queue(plan)
     return True
 
