@@ -18,10 +18,10 @@ kernel cache. ::
 
 Arrays are C-contiguous NumPy arrays of the declared dtype and rank (checked at each call);
 loops are ``for i in k.range(lo, hi)``, conditions ``with k.if_(c)``, selects ``k.where``,
-mutable locals ``k.var``. What has no native form raises :class:`Unsupported`: build the
-kernel another way then (a numba loop, the NumPy kernel). :func:`available` says whether
-llvmlite is installed and LLVM compiles for this machine. The reference is
-gradreg.backends.native.dsl.
+mutable locals ``k.var``, explicit SIMD ``k.vector(type, lanes)``. What has no native form
+raises :class:`Unsupported`: build the kernel another way then (a numba loop, the NumPy
+kernel). :func:`available` says whether llvmlite is installed and LLVM compiles for this
+machine. The reference is gradreg.backends.native.dsl.
 """
 from __future__ import annotations
 
@@ -37,9 +37,10 @@ from gradreg.backends.native.dsl import (
     Type,
     Unsupported,
     Value,
+    Vector,
     compile_loop,
     type_of,
 )
 
-__all__ = ["BOOL", "F32", "F64", "I32", "I64", "Array", "Kernel", "Type", "Unsupported", "Value", "available",
-           "compile_loop", "mathlib", "type_of"]
+__all__ = ["BOOL", "F32", "F64", "I32", "I64", "Array", "Kernel", "Type", "Unsupported", "Value", "Vector",
+           "available", "compile_loop", "mathlib", "type_of"]

@@ -112,31 +112,48 @@ def test_products_cut_among_gradreg_threads_never_blas_threads(a_shape, b_shape,
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * a.shape[-1])
 
 
-COMPILED_CASES = [  # input NHWC, filter, strides, dilations, padding, dtype, data format, forms used
-    ((4, 9, 11, 3), (3, 3, 3, 8), 1, 1, "SAME", np.float64, "NHWC", {"_scattered"}),     # few input channels
-    ((4, 9, 11, 8), (3, 3, 8, 16), 2, 1, "SAME", np.float32, "NHWC", {"_scattered"}),    # strided
-    ((4, 9, 11, 4), (3, 3, 4, 8), 1, 1, "SAME", np.float32, "NHWC", {"_scattered"}),
-    ((3, 10, 10, 4), (3, 2, 4, 4), 2, 1, "VALID", np.float64, "NHWC", {"_scattered"}),
-    ((3, 12, 12, 2), (3, 3, 2, 5), 1, 2, "SAME", np.float32, "NHWC", {"_scattered"}),    # dilated
-    ((2, 8, 8, 3), (3, 3, 3, 6), 2, 1, "SAME", np.float32, "NCHW", {"_scattered"}),
-    ((4, 9, 11, 16), (3, 3, 16, 4), 1, 1, "SAME", np.float32, "NHWC", {"_tap_forward", "_tap_filter"}),
-    ((3, 10, 9, 12), (2, 3, 12, 4), 1, 1, "VALID", np.float64, "NHWC", {"_tap_forward", "_tap_filter"}),
-    ((3, 12, 12, 9), (3, 3, 9, 3), 1, 2, "SAME", np.float64, "NHWC", {"_tap_forward", "_tap_filter"}),
-    ((2, 8, 8, 12), (3, 3, 12, 2), 1, 1, "SAME", np.float32, "NCHW", {"_tap_forward", "_tap_filter"}),
+DIRECT = {"_direct_forward", "_direct_input", "_direct_filter"}
+DIRECT_STRIDED = {"_direct_forward", "_scattered", "_direct_filter"}     # no direct input backprop
+TAPS = {"_tap_forward", "_tap_filter"}
+# input NHWC, filter, strides, dilations, padding, dtype, data format, forms used without the direct
+# form (conv.direct_form giving None: where native kernels are not available), forms used
+COMPILED_CASES = [
+    ((4, 9, 11, 3), (3, 3, 3, 8), 1, 1, "SAME", np.float64, "NHWC", {"_scattered"}, DIRECT),  # few input channels
+    ((4, 9, 11, 8), (3, 3, 8, 16), 2, 1, "SAME", np.float32, "NHWC", {"_scattered"}, DIRECT_STRIDED),  # strided
+    ((4, 9, 11, 4), (3, 3, 4, 8), 1, 1, "SAME", np.float32, "NHWC", {"_scattered"}, DIRECT),
+    ((3, 10, 10, 4), (3, 2, 4, 4), 2, 1, "VALID", np.float64, "NHWC", {"_scattered"}, DIRECT_STRIDED),
+    ((3, 12, 12, 2), (3, 3, 2, 5), 1, 2, "SAME", np.float32, "NHWC", {"_scattered"}, DIRECT),  # dilated
+    ((2, 8, 8, 3), (3, 3, 3, 6), 2, 1, "SAME", np.float32, "NCHW", {"_scattered"}, DIRECT_STRIDED),
+    ((4, 9, 11, 16), (3, 3, 16, 4), 1, 1, "SAME", np.float32, "NHWC", TAPS, DIRECT),
+    ((3, 10, 9, 12), (2, 3, 12, 4), 1, 1, "VALID", np.float64, "NHWC", TAPS, DIRECT),
+    ((3, 12, 12, 9), (3, 3, 9, 3), 1, 2, "SAME", np.float64, "NHWC", TAPS, DIRECT),
+    ((2, 8, 8, 12), (3, 3, 12, 2), 1, 1, "SAME", np.float32, "NCHW", TAPS, DIRECT),
     # an even window: pads 0 above, 1 below, 1 left, 2 right (the tap forms skip the taps in them)
-    ((3, 9, 10, 12), (2, 4, 12, 4), 1, 1, "SAME", np.float32, "NHWC", {"_tap_forward", "_tap_filter"}),
-    ((2, 9, 10, 12), (2, 4, 12, 3), 1, 2, "SAME", np.float64, "NHWC", {"_tap_forward", "_tap_filter"}),
-    ((4, 9, 11, 8), (3, 3, 8, 8), 1, 1, "SAME", np.float32, "NHWC", set()),               # im2col throughout
+    ((3, 9, 10, 12), (2, 4, 12, 4), 1, 1, "SAME", np.float32, "NHWC", TAPS, DIRECT),
+    ((2, 9, 10, 12), (2, 4, 12, 3), 1, 2, "SAME", np.float64, "NHWC", TAPS, DIRECT),
+    ((4, 9, 11, 8), (3, 3, 8, 8), 1, 1, "SAME", np.float32, "NHWC", set(), DIRECT),  # im2col throughout
+    # too many channels for the direct form: the tap forms, the compiled col2im
+    ((2, 6, 7, 144), (3, 3, 144, 48), 1, 1, "SAME", np.float32, "NHWC", TAPS, TAPS),
+    ((2, 6, 7, 40), (3, 3, 40, 80), 1, 1, "SAME", np.float32, "NHWC", {"_scattered"}, {"_scattered"}),
 ]
-FORMS = ("_scattered", "_tap_forward", "_tap_filter")
+FORMS = ("_scattered", "_tap_forward", "_tap_filter", "_direct_forward", "_direct_input", "_direct_filter")
 
 
-@pytest.mark.parametrize("xs, fs, stride, dilation, padding, dtype, fmt, forms", COMPILED_CASES)
-def test_compiled_convolution_loops_match_numpy(xs, fs, stride, dilation, padding, dtype, fmt, forms, monkeypatch):
-    """The numba backend's Conv2D and backprops (the tap forms and the compiled col2im where
-    they are faster) give the NumPy kernels' values, satisfy <dy, conv(x, f)> = <dx, x> =
-    <df, f>, and run the forms nn/conv.py chooses, in one thread and shared."""
+@pytest.mark.parametrize("direct", [True, False])
+@pytest.mark.parametrize("xs, fs, stride, dilation, padding, dtype, fmt, forms, direct_forms", COMPILED_CASES)
+def test_compiled_convolution_loops_match_numpy(xs, fs, stride, dilation, padding, dtype, fmt, forms, direct_forms,
+                                                direct, monkeypatch):
+    """The numba backend's Conv2D and backprops (the direct form, the tap forms and the
+    compiled col2im where they are faster) give the NumPy kernels' values, satisfy <dy, conv(x,
+    f)> = <dx, x> = <df, f>, and run the forms nn/conv.py chooses, in one thread and shared;
+    also without the direct form (as where native kernels are not available)."""
     pytest.importorskip("numba")
+    if direct:
+        native_kernels = pytest.importorskip("gradreg_plugins.nn.native_kernels")
+        if not native_kernels.available():
+            pytest.skip("native kernels are not available here")
+    else:
+        monkeypatch.setattr(conv, "direct_form", lambda op, kind: None)
     from gradreg.backends.numba.jit import wait_for_kernels
     rng = np.random.default_rng(3)
     graph = gr.Graph()
@@ -169,7 +186,7 @@ def test_compiled_convolution_loops_match_numpy(xs, fs, stride, dilation, paddin
         got = session.run([y, dx, df], feeds)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=tol * 10, atol=tol * 10)
-    assert used == forms
+    assert used == (direct_forms if direct else forms)
     yv, dxv, dfv = got
     inner = float(np.sum(dyv.astype(np.float64) * yv))
     bound = tol * 1000 * max(1.0, abs(inner))

@@ -182,6 +182,137 @@ def test_conv(dtype, name, geometry, n):
     _assert_same(results)
 
 
+# -- Conv2D's direct form ----------------------------------------------------------------------------------
+
+class _Limits:
+    def check_elements(self, *args):
+        pass
+
+    def check_shape(self, *args):
+        pass
+
+
+def _guarded(rng, shape, dtype):
+    """A random C-contiguous array whose memory has a batch entry of NaN before and after it: a
+    direct loop reading outside the array would carry a NaN into its result."""
+    big = np.full((shape[0] + 2, *shape[1:]), np.nan, dtype)
+    big[1:-1] = _random(rng, shape, dtype)
+    return big[1:-1]
+
+
+# (strides, dilations, padding, explicit pads)
+DIRECT_GEOMETRIES = [((1, 1), (1, 1), "SAME", ()), ((1, 1), (1, 1), "VALID", ()), ((2, 2), (1, 1), "SAME", ()),
+                     ((1, 2), (2, 1), "SAME", ()), ((2, 1), (1, 2), "VALID", ()),
+                     ((1, 1), (1, 1), "EXPLICIT", ((0, 0), (2, 0), (0, 3), (0, 0))),
+                     ((1, 1), (2, 2), "EXPLICIT", ((0, 0), (3, 1), (1, 2), (0, 0)))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("geometry", DIRECT_GEOMETRIES)
+@pytest.mark.parametrize("c, out, window, size", [(3, 8, (3, 3), (9, 23)), (16, 4, (3, 3), (6, 19)),
+                                                 (5, 6, (2, 3), (7, 13)), (1, 1, (3, 2), (4, 5)),
+                                                 (4, 16, (1, 1), (5, 6))])
+def test_direct_conv(dtype, geometry, c, out, window, size):
+    """Conv2D and its backprops by the direct loops (nn/conv.py's direct form) against the
+    NumPy forms: widths whose inside columns leave every rest of a block (4, 2, 1), windows
+    reaching into the padding on every side, strides, dilations, channels from 1 to 16, a 1x1
+    strided window; inputs whose memory is guarded by NaN."""
+    from gradreg_plugins.nn import conv
+    from gradreg_plugins.nn.windows import Geometry
+    strides, dilations, padding, explicit = geometry
+    if padding == "EXPLICIT":
+        pads = (explicit[1], explicit[2])
+    else:
+        pads = ((0, 0), (0, 0))
+    g = Geometry("NHWC", strides, dilations, padding, pads)
+    n = 3
+    try:
+        c_ = conv._Conv(g, (n, *size, c), window, 1, out, _Limits(), None)
+    except ValueError:
+        pytest.skip("no output for this window")
+    if c_.empty:
+        pytest.skip("no output for this window")
+    rng = np.random.default_rng(11)
+    x = _guarded(rng, (n, *size, c), dtype)
+    f = _guarded(rng, (*window, c, out), dtype)
+    dy = _guarded(rng, (n, c_.oh, c_.ow, out), dtype)
+    itemsize = np.dtype(dtype).itemsize
+    t = np.dtype(dtype)
+    forward = conv.DirectLoop(native_kernels.direct_conv_loop(t, "forward", out, conv.direct_block(out, itemsize)),
+                              out, t)
+    backward = conv.DirectLoop(native_kernels.direct_conv_loop(t, "forward", c, conv.direct_block(c, itemsize)), c, t)
+    filt = conv.DirectLoop(native_kernels.direct_conv_loop(t, "filter", out, conv.direct_block(out, itemsize, c)),
+                           out, t)
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    direct_y = conv._forward(c_, x, f, dtype, direct=forward)
+    np.testing.assert_allclose(direct_y, conv._forward(c_, x, f, dtype), **tol)
+    direct_df = conv._backprop_filter(c_, x, dy, dtype, direct=filt)
+    np.testing.assert_allclose(direct_df, conv._backprop_filter(c_, x, dy, dtype), **tol)
+    want_dx = conv._backprop_input(c_, f, dy, dtype)
+    np.testing.assert_allclose(conv._backprop_input(c_, f, dy, dtype, direct=backward), want_dx, **tol)
+    # the direct form ran (it gives other roundings than im2col's products: not bit-equal everywhere)
+    assert conv._direct_takes(forward, c_, out, x, f) is (not c_.pointwise)
+    assert conv._direct_takes(filt, c_, out, x, dy) is (not c_.pointwise)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_direct_conv_splits_the_batch(monkeypatch, dtype):
+    """A convolution large enough for two threads: the batch in pieces, the filter gradient's
+    parts added, the values those of one thread."""
+    from gradreg_plugins.nn import conv
+    from gradreg_plugins.nn.windows import Geometry
+    g = Geometry("NHWC", (1, 1), (1, 1), "SAME", ((0, 0), (0, 0)))
+    c_ = conv._Conv(g, (8, 32, 32, 8), (3, 3), 1, 8, _Limits(), None)
+    rng = np.random.default_rng(12)
+    t = np.dtype(dtype)
+    x, f, dy = _random(rng, (8, 32, 32, 8), t), _random(rng, (3, 3, 8, 8), t), _random(rng, (8, 32, 32, 8), t)
+    block = conv.direct_block(8, t.itemsize)
+    forward = conv.DirectLoop(native_kernels.direct_conv_loop(t, "forward", 8, block), 8, t)
+    filt = conv.DirectLoop(native_kernels.direct_conv_loop(t, "filter", 8, conv.direct_block(8, t.itemsize, 8)), 8, t)
+    results = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("GRADREG_THREADS", threads)
+        parts = []
+        monkeypatch.setattr(conv.ks, "parallel", lambda fn, count, threads_, real=conv.ks.parallel, seen=parts:
+                            seen.append(count) or real(fn, count, threads_))
+        results.append((conv._forward(c_, x, f, dtype, direct=forward),
+                        conv._backprop_filter(c_, x, dy, dtype, direct=filt)))
+        monkeypatch.undo()
+        assert bool(parts) is (threads == "2")
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    scale = np.abs(results[0][1]).max()      # sums of 8192 products, in another order
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=tol, atol=tol * scale)
+
+
+def test_direct_form_by_static_shapes():
+    """Which kind of a Conv2D node gets a direct loop, by its static shapes (conv.direct_form)."""
+    import gradreg as gr
+    from gradreg_plugins.nn import conv
+
+    def forms(shape, filt, strides, dtype=gr.float32):
+        graph = gr.Graph()
+        with graph.as_default():
+            x = gr.placeholder(dtype, shape)
+            y = gr.apply_op("Conv2D", x, gr.placeholder(dtype, filt), strides=strides, padding="SAME")
+            if None in shape + filt:
+                return conv.direct_form(y.op, "forward")
+            dy = gr.placeholder(dtype, y.shape)
+            dx = gr.apply_op("Conv2DBackpropInput", gr.constant(shape), gr.placeholder(dtype, filt), dy,
+                             strides=strides, padding="SAME")
+            df = gr.apply_op("Conv2DBackpropFilter", x, gr.constant(filt), dy, strides=strides, padding="SAME")
+        return conv.direct_form(y.op, "forward"), conv.direct_form(dx.op, "input"), conv.direct_form(df.op, "filter")
+    one = [1, 1, 1, 1]
+    assert forms([2, 8, 8, 16], [3, 3, 16, 4], one) == ((4, 8), (16, 4), (4, 8))
+    assert forms([2, 8, 8, 3], [3, 3, 3, 8], [1, 2, 2, 1]) == ((8, 8), None, (8, 3))   # strided: no input form
+    assert forms([2, 8, 8, 8], [3, 3, 8, 8], one, gr.float64) == ((8, 4), (8, 4), (8, 4))
+    assert forms([2, 8, 8, 16], [1, 1, 16, 4], one) == (None, None, None)              # pointwise: a product
+    assert forms([2, 8, 8, 64], [3, 3, 64, 64], one) == (None, None, None)             # 256 bytes of channels
+    assert forms([2, 8, 8, 32], [3, 3, 32, 32], one) == ((32, 2), (32, 2), None)       # 4 KiB a tap's gradient
+    assert forms([2, 8, 8, None], [3, 3, None, 4], one) is None                        # unknown channels
+    assert forms([2, 8, 8, 4], [3, 3, 4, 4], one, gr.float16) == (None, None, None)
+
+
 # -- max pooling's gradient -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -217,6 +348,9 @@ def test_numba_kernels_build_the_native_loops():
     assert numba_kernels._depthwise_loop(f32, "input", True) is native_kernels.depthwise_loop(f32, "input", True)
     assert numba_kernels._conv_loop(f32, "col2im") is native_kernels.conv_loop(f32, "col2im")
     assert numba_kernels._pool_loop(f32) is native_kernels.max_pool_grad_loop(f32)
+    direct = numba_kernels._direct_loop(f32, "input", 16, 4)
+    assert direct.run is native_kernels.direct_conv_loop(f32, "forward", 16, 4)     # an input backprop's
+    assert (direct.channels, direct.dtype) == (16, f32)
 
 
 def test_numba_kernels_fall_back_to_numba(monkeypatch):

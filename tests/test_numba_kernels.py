@@ -452,20 +452,21 @@ def test_depthwise_loops_split_the_batch_like_one_thread(monkeypatch, multiplier
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("shape, filt, strides, forward, backprop_input, backprop_filter", [
-    ([2, 8, 8, 16], [1, 1, 16, 4], [1, 1, 1, 1], False, False, False),   # pointwise: one product
-    ([2, 8, 8, 3], [3, 3, 3, 8], [1, 2, 2, 1], False, True, False),      # a stem: strided, few channels
-    ([2, 8, 8, 16], [3, 3, 16, 4], [1, 1, 1, 1], True, False, True),     # 16 -> 4: the tap form
-    ([2, 8, 8, 8], [3, 3, 8, 8], [1, 1, 1, 1], False, False, False),     # as many each way: im2col
-    ([2, 8, 8, 4], [3, 3, 4, 8], [1, 1, 1, 1], False, True, False),      # 4 -> 8: col2im
-    ([2, 8, 8, 4], [1, 1, 4, 8], [1, 2, 2, 1], False, True, False),      # 1x1 strided: not pointwise
-    ([2, 8, 8, None], [3, 3, None, 4], [1, 1, 1, 1], True, True, True),  # unknown channels: may run
+@pytest.mark.parametrize("shape, filt, strides, forward, backprop_input, backprop_filter, direct", [
+    ([2, 8, 8, 16], [1, 1, 16, 4], [1, 1, 1, 1], False, False, False, 0),   # pointwise: one product
+    ([2, 8, 8, 3], [3, 3, 3, 8], [1, 2, 2, 1], False, True, False, 2),      # a stem: strided, few channels
+    ([2, 8, 8, 16], [3, 3, 16, 4], [1, 1, 1, 1], True, False, True, 3),     # 16 -> 4: the tap form
+    ([2, 8, 8, 64], [3, 3, 64, 64], [1, 1, 1, 1], False, False, False, 0),  # as many each way: im2col
+    ([2, 8, 8, 4], [3, 3, 4, 8], [1, 1, 1, 1], False, True, False, 3),      # 4 -> 8: col2im
+    ([2, 8, 8, 4], [1, 1, 4, 8], [1, 2, 2, 1], False, True, False, 2),      # 1x1 strided: not pointwise
+    ([2, 8, 8, None], [3, 3, None, 4], [1, 1, 1, 1], True, True, True, 0),  # unknown channels: may run
 ])
 def test_convolutions_compile_only_the_loops_their_shapes_can_take(monkeypatch, shape, filt, strides, forward,
-                                                                  backprop_input, backprop_filter):
+                                                                  backprop_input, backprop_filter, direct):
     """A convolution node whose static shapes show the NumPy form is the one every call takes
-    gets the NumPy kernel alone (nothing compiled for it); the others a compiled loop, which
-    gives the NumPy kernel's values."""
+    gets the NumPy kernel alone (nothing compiled for it); the others a compiled loop (the
+    direct form's where conv.direct_form gives one: ``direct`` of the three kinds), which gives
+    the NumPy kernel's values."""
     from gradreg_plugins.nn import conv
     rng = np.random.default_rng(3)
     graph = gr.Graph()
@@ -482,6 +483,8 @@ def test_convolutions_compile_only_the_loops_their_shapes_can_take(monkeypatch, 
     if dx is not None:
         assert conv.compiled_loop_may_run(dx.op, "input") is backprop_input
         assert conv.compiled_loop_may_run(df.op, "filter") is backprop_filter
+        nodes = [(y.op, "forward", forward), (dx.op, "input", backprop_input), (df.op, "filter", backprop_filter)]
+        assert sum(conv.direct_form(op, kind) is not None for op, kind, _ in nodes) == direct
         full = [n if n is not None else 5 for n in shape]
         values = {x: rng.standard_normal(full).astype(np.float32),
                   f: rng.standard_normal(filt).astype(np.float32)}
@@ -490,7 +493,8 @@ def test_convolutions_compile_only_the_loops_their_shapes_can_take(monkeypatch, 
         monkeypatch.setenv("GRADREG_JIT", "eager")       # the compiled loops from the first call
         session = gr.Session(graph, backend="numba")
         plan = session.plan_for([y, dx, df], list(values))
-        assert len(plan.upgrades) == forward + backprop_input + backprop_filter
+        assert len(plan.upgrades) == sum(may_run or conv.direct_form(op, kind) is not None
+                                         for op, kind, may_run in nodes)
         for _ in range(2):
             got = session.run([y, dx, df], values)
             for g, w in zip(got, want):

@@ -15,6 +15,7 @@ one operation must have one type: a kernel converts with :meth:`Value.cast`.
 """
 from __future__ import annotations
 
+import builtins
 import contextlib
 import itertools
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +27,7 @@ from llvmlite import ir
 from gradreg.backends.native import Unsupported, engine, pycall
 
 __all__ = ["BOOL", "F32", "F64", "I32", "I64", "Array", "Kernel", "Type", "Unsupported", "Value", "Var",
-           "compile_loop", "type_of"]
+           "Vector", "compile_loop", "type_of"]
 
 
 class Type:
@@ -257,6 +258,77 @@ class Array:
         return Array(self.k, self.type, self.pointer, (self.size(),))
 
 
+class Vector:
+    """Explicit SIMD: values of ``lanes`` consecutive elements of one float type, for a loop
+    that LLVM would not vectorize by itself (a few output channels, each accumulated over a
+    window: every element's sum is a chain the loop vectorizer leaves scalar). Vector values
+    are LLVM values (``ir.Value``); LLVM splits a vector of any length into the machine's
+    registers. :meth:`fma` is ``llvm.fmuladd``: fused where the machine has FMA, so its bits
+    may differ from a multiply and an add (a kernel that must match another's bits uses
+    :class:`Value` arithmetic)."""
+
+    def __init__(self, kernel: Kernel, t: Type, lanes: int):
+        if not t.is_float or lanes < 1:
+            raise Unsupported(f"a vector of {lanes} {t}")
+        self.k, self.t, self.lanes = kernel, t, lanes
+        self.ir = ir.VectorType(t.ir, lanes)
+        self._align = t.dtype.itemsize
+
+    def _pointer(self, array: Array, index: tuple[Any, ...]) -> ir.Value:
+        if array.type is not self.t:
+            raise Unsupported(f"a vector of {self.t} from a {array.type} array")
+        return self.k.b.bitcast(array._address(index), self.ir.as_pointer())
+
+    def load(self, array: Array, *index: Any) -> ir.Value:
+        """``array[index]`` and the ``lanes - 1`` elements after it (the caller keeps them inside the array)."""
+        return self.k.b.load(self._pointer(array, index), align=self._align)
+
+    def store(self, value: ir.Value, array: Array, *index: Any) -> None:
+        """``array[index]`` and the ``lanes - 1`` elements after it set to ``value``'s lanes."""
+        self.k.b.store(value, self._pointer(array, index), align=self._align)
+
+    def splat(self, value: Value) -> ir.Value:
+        """``value`` in every lane."""
+        b, i32 = self.k.b, ir.IntType(32)
+        one = b.insert_element(ir.Constant(self.ir, ir.Undefined), value.ir, ir.Constant(i32, 0))
+        return b.shuffle_vector(one, ir.Constant(self.ir, ir.Undefined),
+                                ir.Constant(ir.VectorType(i32, self.lanes), [0] * self.lanes))
+
+    def zero(self) -> ir.Value:
+        return ir.Constant(self.ir, [ir.Constant(self.t.ir, 0.0)] * self.lanes)
+
+    def fma(self, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+        """``a * b + c`` lane by lane (llvm.fmuladd)."""
+        module = self.k.module
+        name = f"llvm.fmuladd.v{self.lanes}{'f32' if self.t is F32 else 'f64'}"
+        try:
+            fn = module.get_global(name)
+        except KeyError:
+            fn = ir.Function(module, ir.FunctionType(self.ir, [self.ir] * 3), name=name)
+        return self.k.b.call(fn, [a, b, c])
+
+    def var(self, initial: ir.Value) -> VectorVar:
+        return VectorVar(self, initial)
+
+
+class VectorVar:
+    """A mutable vector local (a stack slot; LLVM keeps it in registers)."""
+
+    def __init__(self, vector: Vector, initial: ir.Value):
+        self.k = vector.k
+        with self.k._at_entry():
+            self.slot = self.k.b.alloca(vector.ir)
+        self.k.b.store(initial, self.slot)
+
+    @property
+    def value(self) -> ir.Value:
+        return self.k.b.load(self.slot)
+
+    @value.setter
+    def value(self, new: ir.Value) -> None:
+        self.k.b.store(new, self.slot)
+
+
 class Kernel:
     """One kernel: declare its parameters in order, write its body, then :meth:`compile`."""
 
@@ -361,6 +433,16 @@ class Kernel:
 
     def var(self, initial: Value) -> Var:
         return Var(self, initial)
+
+    def quotient(self, a: Value, divisor: builtins.int) -> Value:
+        """``a // divisor`` for ``a >= 0`` and a positive Python int ``divisor`` (an extent cut into blocks)."""
+        if divisor < 1:
+            raise Unsupported(f"a quotient by {divisor}")
+        return Value(self, I64, self.b.sdiv(self.int(a).ir, ir.Constant(I64.ir, divisor)))
+
+    def vector(self, t: Type, lanes: builtins.int) -> Vector:
+        """Vectors of ``lanes`` elements of ``t`` (:class:`Vector`)."""
+        return Vector(self, t, lanes)
 
     def where(self, condition: Value, a: Any, b: Any) -> Value:
         """``a`` where ``condition`` else ``b`` (both computed)."""

@@ -12,6 +12,8 @@ Float16 is computed in float32.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -273,6 +275,160 @@ def compiled_loop_may_run(op, kind: str) -> bool:
     return (_scatter_fits if kind == "input" else _taps_fit)(groups, strides, c, oc)
 
 
+# -- the direct form: a few output channels -------------------------------------------------
+
+# The most bytes of a position's output channels the direct form takes (32 float32 channels,
+# 16 float64). Conv2D at batch 8, 3x3, one thread, on the 2-vCPU AMD EPYC of
+# docs/benchmarks.md, the direct forward loop against the forms above: float32 16 -> 4
+# channels at 32x32 2.5x faster, 16 -> 16 2.3x, 32 -> 32 1.5x; float64 8 -> 8 3.7x; float32
+# 64 -> 64 (256 bytes) 0.9x: there BLAS's products win.
+DIRECT_BYTES = 128
+# A direct filter backprop reads the output gradient once for each tap and block of input
+# channels: it takes the convolutions whose tap's gradient (c * channels values) is at most
+# this many bytes. float32 32 -> 32 channels (4 KiB) ran 0.7x im2col's speed; float64 16 -> 16
+# (2 KiB) 1.5x, float32 16 -> 16 1.5x.
+DIRECT_FILTER_BYTES = 2048
+# The bytes of accumulators a direct loop keeps in registers (eight AVX registers): a
+# position's channels are one vector, and the loop holds ``direct_block`` of them, whose
+# chains of multiply-adds overlap. At every size above this block beat half and twice it
+# (16 -> 4 float32 forward 0.25 ms against 0.37 at half; 8 -> 8 float64 0.23 against 0.36 at
+# half and 0.61 at twice).
+ACCUMULATOR_BYTES = 256
+# Direct convolutions of at least this many flops a thread share their batch among threads
+# (float64 flops count two): the loops run at 25-90 Gflop/s, so ~0.1 ms a thread.
+DIRECT_FLOPS_PER_THREAD = 4e6
+
+
+class DirectLoop(NamedTuple):
+    """A compiled direct loop (the numba backend's, nn/native_kernels.direct_conv_loop) and the
+    arrays it takes: vectors of ``channels`` elements of ``dtype``. ``run(a, b, out, sh, sw, dh,
+    dw, top, left, n0, n1, ...)``: forward (input, filter, output) or filter backprop (input,
+    output gradient, filter gradient), over batch entries n0..n1, then ints and arrays saying
+    where each tap lies inside the input (nn/native_kernels)."""
+    run: Callable[..., None]
+    channels: int
+    dtype: np.dtype
+
+
+def direct_block(channels: int, itemsize: int, limit: int | None = None) -> int:
+    """The accumulators a direct loop over vectors of ``channels`` holds (ACCUMULATOR_BYTES;
+    1 to 8, at most ``limit``: a filter loop's blocks are input channels)."""
+    block = max(1, min(8, ACCUMULATOR_BYTES // max(1, channels * itemsize)))
+    return max(1, min(block, limit)) if limit else block
+
+
+def direct_form(op, kind: str) -> tuple[int, int] | None:
+    """(channels, block) of the direct loop a Conv2D node's kernel of ``kind`` ("forward",
+    "input", "filter") takes, by its static shapes: None where they are unknown or the direct
+    form never runs (groups, a pointwise product, too many channels, a strided input
+    backprop, a dtype other than float32 and float64). The input backprop is a forward loop over
+    the input's channels (_direct_input)."""
+    try:
+        geometry = Geometry.from_op(op)
+    except ValueError:
+        return None
+    storage_dtype = np.dtype(op.get_attr("T").storage)
+    if storage_dtype not in (np.float32, np.float64):
+        return None
+    channel = 3 if geometry.fmt == "NHWC" else 1
+    data = op.outputs[0] if kind == "input" else op.inputs[0]
+    filt = filter_tensor(op, kind)
+    if data.shape.rank != 4 or filt.shape.rank != 4:
+        return None
+    c, (kh, kw, fc, oc) = data.shape.as_list()[channel], filt.shape.as_list()
+    if None in (c, kh, kw, fc, oc) or c != fc:
+        return None
+    if kh == kw == 1 and geometry.strides == (1, 1) and geometry.pads == ((0, 0), (0, 0)):
+        return None                      # pointwise: one matrix product
+    if kind == "input" and geometry.strides != (1, 1):
+        return None
+    channels = c if kind == "input" else oc
+    if channels * storage_dtype.itemsize > DIRECT_BYTES:
+        return None
+    if kind == "filter" and c * oc * storage_dtype.itemsize > DIRECT_FILTER_BYTES:
+        return None
+    return channels, direct_block(channels, storage_dtype.itemsize, c if kind == "filter" else None)
+
+
+def _direct_takes(direct: DirectLoop | None, conv: _Conv, channels: int, *arrays: np.ndarray) -> bool:
+    return (direct is not None and direct.channels == channels and conv.groups == 1 and not conv.pointwise
+            and all(a.dtype == direct.dtype for a in arrays))
+
+
+def _inside(size: int, out: int, stride: int, tap: int, pad: int) -> tuple[int, int]:
+    """The outputs (lo, hi) along one dimension whose ``tap`` (its offset in the input:
+    index times dilation) lands inside an input of ``size``: lo <= o < hi, hi >= lo."""
+    lo = max(0, -((tap - pad) // stride))
+    hi = min(out, (size - 1 + pad - tap) // stride + 1)
+    return lo, max(lo, hi)
+
+
+def _direct_batch(conv: _Conv, itemsize: int, run: Callable[[int, int], object]) -> list:
+    """``run(n0, n1)`` over the batch, in pieces taken as they come by the threads the
+    convolution's size earns."""
+    threads = min(conv.n, ks.threads_for(conv.flops * itemsize / 4, DIRECT_FLOPS_PER_THREAD))
+    if threads <= 1:
+        return [run(0, conv.n)]
+    pieces = ks.split(conv.n, min(conv.n, 4 * threads))
+    return ks.parallel(lambda i: run(*pieces[i]), len(pieces), threads)
+
+
+def _correlate(conv: _Conv, x: np.ndarray, f: np.ndarray, out: np.ndarray, strides: tuple, pads: tuple,
+               direct: DirectLoop) -> np.ndarray:
+    """``out`` (n, oh, ow, channels) = the correlation of NHWC ``x``, padded by ``pads`` (top,
+    left) in the loop, with ``f`` (kh, kw, c, channels), by the direct forward loop: the
+    output columns where every tap's column is inside ``x`` (_inside, of the first and the last
+    tap) a block at a time, the others tap by tap."""
+    x, f = np.ascontiguousarray(x), np.ascontiguousarray(f)
+    (sh, sw), (dh, dw), (top, left) = strides, conv.g.dilations, pads
+    w, ow, kw = x.shape[2], out.shape[2], f.shape[1]
+    x0, x1 = _inside(w, ow, sw, 0, left)[0], _inside(w, ow, sw, (kw - 1) * dw, left)[1]
+    x1 = max(x0, x1)
+    _direct_batch(conv, out.itemsize, lambda n0, n1: direct.run(x, f, out, sh, sw, dh, dw, top, left, n0, n1, x0, x1))
+    return out
+
+
+def _direct_forward(conv: _Conv, x: np.ndarray, f: np.ndarray, direct: DirectLoop) -> np.ndarray:
+    """Conv2D by the direct loop: each output position's channels summed over its window in
+    vectors."""
+    out = np.empty((conv.n, conv.oh, conv.ow, conv.out_channels), direct.dtype)
+    return _correlate(conv, x, f, out, conv.g.strides, (conv.top, conv.left), direct)
+
+
+def _direct_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, direct: DirectLoop) -> np.ndarray | None:
+    """Conv2DBackpropInput of a stride-1 convolution by the direct forward loop: ``dy`` padded
+    (in the loop) so that every input position sees the outputs it fed, correlated with the
+    filter flipped in space and its channels swapped (as _transposed). None where that does
+    not apply."""
+    if conv.g.strides != (1, 1):
+        return None
+    (eh, ew) = conv.g.effective((conv.kh, conv.kw))
+    top, left = eh - 1 - conv.top, ew - 1 - conv.left
+    if min(top, left, eh - 1 - conv.bottom, ew - 1 - conv.right) < 0:
+        return None
+    weights = f[::-1, ::-1].transpose(0, 1, 3, 2)
+    dx = np.empty((conv.n, conv.h, conv.w, conv.c), direct.dtype)
+    return _correlate(conv, dy, weights, dx, (1, 1), (top, left), direct)
+
+
+def _direct_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, direct: DirectLoop) -> np.ndarray:
+    """Conv2DBackpropFilter by the direct loop: each tap's and input channel's gradient, over
+    the output positions where that tap is inside the input, in vectors of the output
+    channels (a part of the batch each, the parts' sums added)."""
+    x, dy = np.ascontiguousarray(x), np.ascontiguousarray(dy)
+    (sh, sw), (dh, dw) = conv.g.strides, conv.g.dilations
+    rows = np.array([_inside(conv.h, conv.oh, sh, i * dh, conv.top) for i in range(conv.kh)], np.int64).reshape(-1, 2)
+    cols = np.array([_inside(conv.w, conv.ow, sw, j * dw, conv.left) for j in range(conv.kw)], np.int64).reshape(-1, 2)
+    y0, y1, x0, x1 = (np.ascontiguousarray(a) for a in (rows[:, 0], rows[:, 1], cols[:, 0], cols[:, 1]))
+    shape = (conv.kh, conv.kw, conv.c, conv.out_channels)
+
+    def run(n0: int, n1: int) -> np.ndarray:
+        df = np.empty(shape, direct.dtype)
+        direct.run(x, dy, df, sh, sw, dh, dw, conv.top, conv.left, n0, n1, y0, y1, x0, x1)
+        return df
+    return _summed(_direct_batch(conv, dy.itemsize, run))
+
+
 def _tap_bytes(conv: _Conv, itemsize: int) -> int:
     """Bytes of one batch entry's tap products: every input position, kh * kw * out values."""
     return conv.h * conv.w * conv.kh * conv.kw * conv.out_channels * itemsize
@@ -297,15 +453,18 @@ def _tap_forward(conv: _Conv, x: np.ndarray, f: np.ndarray, gather) -> np.ndarra
     return out
 
 
-def _forward(conv: _Conv, x: np.ndarray, f: np.ndarray, dtype, gather=None) -> np.ndarray:
+def _forward(conv: _Conv, x: np.ndarray, f: np.ndarray, dtype, gather=None, direct=None) -> np.ndarray:
     """Conv2D in NHWC: im2col, or the tap form when ``gather`` (a compiled loop, from the numba
-    backend) is given and _by_taps says so."""
+    backend) is given and _by_taps says so, or the direct form when ``direct`` (a DirectLoop)
+    takes these arrays."""
     if conv.empty:
         return np.zeros((conv.n, conv.oh, conv.ow, conv.out_channels), dtype)
     x, f = widen(x), widen(f)
     if conv.pointwise:
         y = _matmul(x.reshape(1, -1, conv.c), f.reshape(1, conv.c, conv.out_channels), conv.flops)
         return conv.ungroup_out(y).astype(dtype, copy=False)
+    if _direct_takes(direct, conv, conv.out_channels, x, f):
+        return _direct_forward(conv, x, f, direct).astype(dtype, copy=False)
     if gather is not None and _by_taps(conv, x, f):
         return _tap_forward(conv, np.ascontiguousarray(x), f, gather).astype(dtype, copy=False)
     weights = conv.grouped_filter(f)
@@ -364,9 +523,10 @@ def _scattered(conv: _Conv, f: np.ndarray, dy: np.ndarray, scatter) -> np.ndarra
     return dx
 
 
-def _backprop_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, dtype, scatter=None) -> np.ndarray:
-    """Conv2DBackpropInput in NHWC. ``scatter`` (a compiled col2im, from the numba backend)
-    takes the convolutions where it measured faster than the transposed form: strided ones
+def _backprop_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, dtype, scatter=None, direct=None) -> np.ndarray:
+    """Conv2DBackpropInput in NHWC. ``direct`` (a DirectLoop: a forward loop over the input's
+    channels) takes the stride-1 convolutions it was built for. ``scatter`` (a compiled col2im,
+    from the numba backend) takes the convolutions where it measured faster than the transposed form: strided ones
     (0.77 -> 0.49 ms in the slim ResNet), and those with at most half as many input channels
     as output channels (3 -> 8: 1.05 -> 0.65 ms; with as many, 8 -> 8, it was slower)."""
     if conv.empty:
@@ -376,6 +536,10 @@ def _backprop_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, dtype, scatter=N
     if conv.pointwise:
         dx = _matmul(conv.grouped_out(dy), weights, conv.flops)
         return dx.reshape(conv.n, conv.h, conv.w, conv.c).astype(dtype, copy=False)
+    if _direct_takes(direct, conv, conv.c, f, dy):
+        direct_dx = _direct_input(conv, f, dy, direct)
+        if direct_dx is not None:
+            return direct_dx.astype(dtype, copy=False)
     if (scatter is not None and f.dtype == dy.dtype
             and _scatter_fits(conv.groups, conv.g.strides, conv.c, conv.out_channels)):
         return _scattered(conv, f, np.ascontiguousarray(dy), scatter).astype(dtype, copy=False)
@@ -420,15 +584,18 @@ def _tap_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, spread) -> np.ndarra
     return df.reshape(conv.c, conv.kh, conv.kw, conv.out_channels).transpose(1, 2, 0, 3)
 
 
-def _backprop_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, dtype, spread=None) -> np.ndarray:
+def _backprop_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, dtype, spread=None, direct=None) -> np.ndarray:
     """Conv2DBackpropFilter in NHWC: im2col, or the tap form when ``spread`` (a compiled loop,
-    from the numba backend) is given and _by_taps says so."""
+    from the numba backend) is given and _by_taps says so, or the direct form when ``direct``
+    (a DirectLoop) takes these arrays."""
     if conv.empty:
         return np.zeros((conv.kh, conv.kw, conv.c // conv.groups, conv.out_channels), dtype)
     x, dy = widen(x), widen(dy)
     if conv.pointwise:
         product = _matmul(x.reshape(1, -1, conv.c).transpose(0, 2, 1), conv.grouped_out(dy), conv.flops)
         return conv.ungroup_filter(product).astype(dtype, copy=False)
+    if _direct_takes(direct, conv, conv.out_channels, x, dy):
+        return _direct_filter(conv, x, dy, direct).astype(dtype, copy=False)
     if spread is not None and _by_taps(conv, x, dy):
         return _tap_filter(conv, np.ascontiguousarray(x), np.ascontiguousarray(dy), spread).astype(dtype, copy=False)
     windows = conv.windows(conv.padded(x))
@@ -523,8 +690,8 @@ def _sizes_key(value) -> tuple:
 # -- Conv2D -----------------------------------------------------------------------------
 
 @kernel("Conv2D")
-def conv2d(op, ctx, gather=None):
-    """The kernel; ``gather`` as in _forward (the numba backend's kernel passes it)."""
+def conv2d(op, ctx, gather=None, direct=None):
+    """The kernel; ``gather`` and ``direct`` as in _forward (the numba backend's kernel passes them)."""
     geometry, dtype = _geometry(op), storage(op)
 
     known = ShapeMemo()
@@ -539,14 +706,14 @@ def conv2d(op, ctx, gather=None):
     def conv2d(x, f):
         conv = known.get((x.shape, f.shape), lambda: make(x.shape, f.shape))
         x = array_to_nhwc(x, geometry.fmt)
-        return array_from_nhwc(_forward(conv, x, f, dtype, gather), geometry.fmt)
+        return array_from_nhwc(_forward(conv, x, f, dtype, gather, direct), geometry.fmt)
     return conv2d
 
 
 
 @kernel("Conv2DBackpropInput")
-def conv2d_backprop_input(op, ctx, scatter=None):
-    """The kernel; ``scatter`` as in _backprop_input (the numba backend's kernel passes it)."""
+def conv2d_backprop_input(op, ctx, scatter=None, direct=None):
+    """The kernel; ``scatter`` and ``direct`` as in _backprop_input (the numba backend's kernel passes them)."""
     geometry, dtype = _geometry(op), storage(op)
 
     known = ShapeMemo()
@@ -565,14 +732,14 @@ def conv2d_backprop_input(op, ctx, scatter=None):
     def backprop_input(input_sizes, f, dy):
         conv = known.get((_sizes_key(input_sizes), f.shape, dy.shape), lambda: make(input_sizes, f.shape, dy.shape))
         dy = array_to_nhwc(dy, geometry.fmt)
-        return array_from_nhwc(_backprop_input(conv, f, dy, dtype, scatter), geometry.fmt)
+        return array_from_nhwc(_backprop_input(conv, f, dy, dtype, scatter, direct), geometry.fmt)
     return backprop_input
 
 
 
 @kernel("Conv2DBackpropFilter")
-def conv2d_backprop_filter(op, ctx, spread=None):
-    """The kernel; ``spread`` as in _backprop_filter (the numba backend's kernel passes it)."""
+def conv2d_backprop_filter(op, ctx, spread=None, direct=None):
+    """The kernel; ``spread`` and ``direct`` as in _backprop_filter (the numba backend's kernel passes them)."""
     geometry, dtype = _geometry(op), storage(op)
 
     known = ShapeMemo()
@@ -590,7 +757,7 @@ def conv2d_backprop_filter(op, ctx, spread=None):
     def backprop_filter(x, filter_sizes, dy):
         conv = known.get((x.shape, _sizes_key(filter_sizes), dy.shape), lambda: make(x.shape, filter_sizes, dy.shape))
         x, dy = array_to_nhwc(x, geometry.fmt), array_to_nhwc(dy, geometry.fmt)
-        return _backprop_filter(conv, x, dy, dtype, spread)
+        return _backprop_filter(conv, x, dy, dtype, spread, direct)
     return backprop_filter
 
 

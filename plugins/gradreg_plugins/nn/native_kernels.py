@@ -14,6 +14,8 @@ Each loop is built, and compiled, on its first request only:
 * :func:`depthwise_loop`: a depthwise convolution's ``forward``, ``input`` (backprop_input) or
   ``filter`` (backprop_filter) loop, the multiplier-1 or the general form (_DEPTHWISE);
 * :func:`conv_loop`: ``gather``, ``spread`` or ``col2im`` (_CONV_LOOPS);
+* :func:`direct_conv_loop`: Conv2D's direct loops, forward or filter backprop, for a few
+  output channels: native only (explicit SIMD, fused multiply-adds), with no numba twin;
 * :func:`max_pool_grad_loop`: max pooling's gradient (_MAX_POOL_GRAD).
 """
 from __future__ import annotations
@@ -26,7 +28,8 @@ import numpy as np
 
 from gradreg.native import BOOL, I64, Array, Kernel, Unsupported, Value, available, compile_loop, mathlib
 
-__all__ = ["Unsupported", "available", "conv_loop", "depthwise_loop", "loop", "max_pool_grad_loop"]
+__all__ = ["Unsupported", "available", "conv_loop", "depthwise_loop", "direct_block", "direct_conv_loop", "loop",
+           "max_pool_grad_loop"]
 
 Loop = Callable[..., None]
 
@@ -320,6 +323,163 @@ def conv_loop(dtype: Any, name: str) -> Loop:
 @functools.cache
 def _conv_loop(dtype: np.dtype, name: str) -> Loop:
     return _compile(name, dtype, _CONV[name])
+
+
+# -- Conv2D, direct: a few output channels (nn/conv.py's direct form; no numba twin) --------------
+
+# The bytes of accumulators a direct loop keeps in registers: eight AVX registers. An output
+# position's channels are one vector; a loop holds ``block`` of them (forward: positions side
+# by side in a row; filter: input channels of one tap), each a chain of multiply-adds that the
+# others' overlap. On the 2-vCPU AMD EPYC of docs/benchmarks.md this block beat half and twice
+# it at every size tried (forward: 16 -> 4 channels float32 0.25 ms against 0.37 (half); 8 -> 8
+# float64 0.23 against 0.36 (half) and 0.61 (twice)).
+ACCUMULATOR_BYTES = 256
+
+
+def direct_block(channels: int, itemsize: int, limit: int | None = None) -> int:
+    """The accumulators a direct loop over vectors of ``channels`` holds (at most 8, at most
+    ``limit``: a filter loop's input channels)."""
+    block = max(1, min(8, ACCUMULATOR_BYTES // max(1, channels * itemsize)))
+    return max(1, min(block, limit)) if limit else block
+
+
+class _DirectForward:
+    """The direct forward loop's body (see _direct_forward), a row of outputs at a time."""
+
+    def __init__(self, k: Kernel, dtype: np.dtype, channels: int, block: int):
+        self.k, self.block = k, block
+        self.x, self.f, self.out = (k.array(dtype, 4) for _ in range(3))
+        self.geometry = _Geometry(k)
+        self.n0, self.n1, self.x0, self.x1 = (k.int_param() for _ in range(4))
+        self.vec = k.vector(self.x.type, channels)
+
+    def accumulate(self, sums: list, rows: list[Array], taps: Array) -> None:
+        """Each position's sum += its row of inputs times the tap's weights, channel by channel."""
+        vec = self.vec
+        for ch in self.k.range(self.x.shape[3]):
+            weights = vec.load(taps, ch, 0)
+            for p, row in enumerate(rows):
+                sums[p].value = vec.fma(vec.splat(row[ch]), weights, sums[p].value)
+
+    def accumulate_one(self, sums: list, row: Array, taps: Array) -> None:
+        """One position's sum, in ``block`` parts over the channels: as many chains of
+        multiply-adds overlap as side by side (a single chain ran a border position ~8x slower)."""
+        k, vec, block, c = self.k, self.vec, self.block, self.x.shape[3]
+        parts = k.quotient(c, block)
+        for b in k.range(parts):
+            for q in range(block):
+                ch = b * block + q
+                sums[q].value = vec.fma(vec.splat(row[ch]), vec.load(taps, ch, 0), sums[q].value)
+        for ch in k.range(parts * block, c):
+            sums[0].value = vec.fma(vec.splat(row[ch]), vec.load(taps, ch, 0), sums[0].value)
+
+    def side_by_side(self, n: Value, y: Value, first: Value, count: int) -> None:
+        """Outputs first..first+count of row y, each tap's column inside x (its row checked)."""
+        k, g, x, vec = self.k, self.geometry, self.x, self.vec
+        sums = [vec.var(vec.zero()) for _ in range(count)]
+        for i in k.range(self.f.shape[0]):
+            ih = y * g.sh + i * g.dh - g.top
+            with k.if_((ih >= 0) & (ih < x.shape[1])):
+                for j in k.range(self.f.shape[1]):
+                    rows = [x.sub(n, ih, (first + p) * g.sw + j * g.dw - g.left) for p in range(count)]
+                    self.accumulate(sums, rows, self.f.sub(i, j))
+        for p in range(count):
+            vec.store(sums[p].value, self.out, n, y, first + p, 0)
+
+    def one(self, n: Value, y: Value, at: Value) -> None:
+        """Output ``at`` of row y, each tap checked."""
+        k, x, f, vec = self.k, self.x, self.f, self.vec
+        sums = [vec.var(vec.zero()) for _ in range(self.block)]
+        for i, j, ih, iw in _taps(k, self.geometry, y, at, f.shape[0], f.shape[1], x.shape[1], x.shape[2]):
+            self.accumulate_one(sums, x.sub(n, ih, iw), f.sub(i, j))
+        values = [s.value for s in sums]
+        while len(values) > 1:
+            values = [k.b.fadd(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
+                      for i in range(0, len(values), 2)]
+        vec.store(values[0], self.out, n, y, at, 0)
+
+    def row(self, n: Value, y: Value, blocks: Value) -> None:
+        k, block, x0, x1 = self.k, self.block, self.x0, self.x1
+        for at in k.range(x0):
+            self.one(n, y, at)
+        for b in k.range(blocks):
+            self.side_by_side(n, y, x0 + b * block, block)
+        # the rest of the columns inside, fewer side by side: 4, 2, 1 as their count's bits
+        rest = x1 - x0 - blocks * block
+        column = k.var(x0 + blocks * block)
+        for bit in (4, 2, 1):
+            if bit < block:
+                with k.if_((rest & bit) != 0):
+                    self.side_by_side(n, y, column.value, bit)
+                    column.value = column.value + bit
+        for at in k.range(x1, self.out.shape[2]):
+            self.one(n, y, at)
+
+
+def _direct_forward(k: Kernel, dtype: np.dtype, channels: int, block: int) -> None:
+    # forward(x, f, out, sh, sw, dh, dw, top, left, n0, n1, x0, x1): f (kh, kw, c, channels),
+    # out (n, oh, ow, channels). Outputs in columns x0..x1 have every tap's column inside x
+    # (the caller computes them): there ``block`` positions side by side at a time (the last
+    # few 4, 2, 1 at a time), each row of taps checked; the others one at a time, each tap
+    # checked (a tap in the padding adds zero), the position's sum in ``block`` parts.
+    body = _DirectForward(k, dtype, channels, block)
+    blocks = k.quotient(body.x1 - body.x0, block)
+    for n in k.range(body.n0, body.n1):
+        for y in k.range(body.out.shape[1]):
+            body.row(n, y, blocks)
+
+
+def _direct_filter(k: Kernel, dtype: np.dtype, channels: int, block: int) -> None:
+    # filter(x, dy, df, sh, sw, dh, dw, top, left, n0, n1, y0, y1, x0, x1): dy (n, oh, ow,
+    # channels), df (kh, kw, c, channels) this part's sum. Tap (i, j) is inside x for the
+    # outputs in rows y0[i]..y1[i] and columns x0[j]..x1[j] (int64 arrays the caller computes):
+    # only those are summed, unchecked.
+    x, dy, df = (k.array(dtype, 4) for _ in range(3))
+    geometry = _Geometry(k)
+    n0, n1 = k.int_param(), k.int_param()
+    y0, y1, x0, x1 = (k.array(np.int64, 1) for _ in range(4))
+    c, kh, kw = x.shape[3], df.shape[0], df.shape[1]
+    sh, sw, dh, dw, top, left = geometry.sh, geometry.sw, geometry.dh, geometry.dw, geometry.top, geometry.left
+    vec = k.vector(x.type, channels)
+
+    def inputs(i: Value, j: Value, c0: Value, count: int) -> None:
+        sums = [vec.var(vec.zero()) for _ in range(count)]
+        for n in k.range(n0, n1):
+            for y in k.range(y0[i], y1[i]):
+                for at in k.range(x0[j], x1[j]):
+                    g = vec.load(dy, n, y, at, 0)
+                    row = x.sub(n, y * sh + i * dh - top, at * sw + j * dw - left)
+                    for q in range(count):
+                        sums[q].value = vec.fma(vec.splat(row[c0 + q]), g, sums[q].value)
+        for q in range(count):
+            vec.store(sums[q].value, df, i, j, c0 + q, 0)
+
+    blocks = k.quotient(c, block)
+    for i in k.range(kh):
+        for j in k.range(kw):
+            for b in k.range(blocks):
+                inputs(i, j, b * block, block)
+            for c0 in k.range(blocks * block, c):
+                inputs(i, j, c0, 1)
+
+
+_DIRECT: dict[str, Callable[[Kernel, np.dtype, int, int], None]] = {
+    "forward": _direct_forward, "filter": _direct_filter}
+
+
+def direct_conv_loop(dtype: Any, kind: str, channels: int, block: int) -> Loop:
+    """The direct convolution loop of ``kind`` ("forward", "filter") for arrays of ``dtype``
+    whose output channels (forward) or filter gradient's (filter) number ``channels``, holding
+    ``block`` accumulators (:func:`direct_block`), compiled now."""
+    return _direct_conv_loop(np.dtype(dtype), kind, int(channels), int(block))
+
+
+@functools.cache
+def _direct_conv_loop(dtype: np.dtype, kind: str, channels: int, block: int) -> Loop:
+    if channels < 1 or block < 1:
+        raise Unsupported(f"a direct loop of {channels} channels, {block} a block")
+    return _compile(f"direct_{kind}_{channels}x{block}", dtype,
+                    lambda k, dtype: _DIRECT[kind](k, dtype, channels, block))
 
 
 # -- max pooling's gradient (numba_kernels._MAX_POOL_GRAD) ----------------------------------------

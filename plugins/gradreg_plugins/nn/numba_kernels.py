@@ -602,22 +602,40 @@ def _conv_loop(dtype: np.dtype, name: str):
 _CONV_FORMS = {"forward": ("gather", "gather"), "input": ("scatter", "col2im"), "filter": ("spread", "spread")}
 
 
+def _direct_loop(dtype: np.dtype, kind: str, channels: int, block: int):
+    """The direct loop of a convolution kernel's ``kind`` (an input backprop runs a forward
+    loop over the input's channels) as conv.DirectLoop, compiled now; None where native kernels
+    are unavailable."""
+    loop = _native("direct_conv_loop", dtype, "filter" if kind == "filter" else "forward", channels, block)
+    return None if loop is None else conv_kernels.DirectLoop(loop, channels, np.dtype(dtype))
+
+
 def _conv_factory(kernel_factory, kind: str):
     """The NumPy kernel until the compiled loops are built; then the same kernel given the
-    compiled loop of its ``kind`` (_CONV_FORMS), which it uses for the convolutions where that
-    form is faster (nn/conv.py says which: Conv2D and its filter backprop with few output
-    channels a input channel, strided input backprops and those with few input channels; bench
-    figures there). None
-    (the NumPy kernel alone) for a node whose static shapes say that form never runs: a 1x1
-    convolution, a strided Conv2D (nothing to compile)."""
+    compiled loop of its ``kind``, which it uses for the convolutions where that form is faster
+    (nn/conv.py says which and gives the figures): the direct loop (native only) for the few
+    output channels its static shapes show (conv.direct_form), else the loop of _CONV_FORMS
+    (Conv2D and its filter backprop with few output channels a input channel, strided input
+    backprops and those with few input channels). None (the NumPy kernel alone) for a node
+    whose static shapes say neither runs: a 1x1 convolution, a strided Conv2D with many
+    channels (nothing to compile)."""
     def factory(op, ctx):
-        if not _float_node(op) or not conv_kernels.compiled_loop_may_run(op, kind):
+        if not _float_node(op):
+            return None
+        direct = conv_kernels.direct_form(op, kind)      # built where native kernels are available
+        if direct is None and not conv_kernels.compiled_loop_may_run(op, kind):
             return None
         checked = _numpy_kernel(op, ctx)
         storage = op.get_attr("T").storage
         argument, loop = _CONV_FORMS[kind]
 
         def build():
+            if direct is not None:
+                built = _direct_loop(storage, kind, *direct)
+                if built is not None:
+                    return kernel_factory(op, ctx, direct=built)
+            if not conv_kernels.compiled_loop_may_run(op, kind):
+                return kernel_factory(op, ctx)
             return kernel_factory(op, ctx, **{argument: _conv_loop(storage, loop)})
         return Tiered(checked, build, f"{op.type} {op.name}", weight=9 * _work(op))
     return factory
