@@ -185,6 +185,35 @@ def test_bool_arrays_and_vars():
     assert t[0] == want
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("lanes", [1, 3, 4, 7, 10, 16, 20])
+def test_vectors_of_any_lanes(dtype, lanes):
+    """dsl.Vector: rows of ``lanes`` loaded, splat, multiplied and added (fma), summed and
+    stored, in parts of powers of two lanes; the row after each is left alone."""
+    k = dsl.Kernel(f"axpy{lanes}")
+    a, x, out = k.array(dtype, 2), k.array(dtype, 2), k.array(dtype, 2)
+    s = k.array(dtype, 1)
+    vec = k.vector(dsl.type_of(dtype), lanes)
+    assert sum(n for _, n in vec.parts) == lanes and all(n & (n - 1) == 0 for _, n in vec.parts)
+    for i in k.range(a.shape[0]):
+        total = vec.var(vec.zero())
+        total.value = vec.fma(vec.splat(s[i]), vec.load(x, i, 0), vec.load(a, i, 0))
+        vec.store(vec.add(total.value, vec.load(a, i, 0)), out, i, 0)
+    run = k.compile()
+    rng = np.random.default_rng(5)
+    av, xv, sv = (rng.standard_normal(shape).astype(dtype) for shape in ((6, lanes), (6, lanes), (6,)))
+    result = np.full((6, lanes), 9.0, dtype)
+    run(av, xv, result, sv)
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(result, sv[:, None] * xv + 2 * av, rtol=tol, atol=tol)
+    wide = np.full((7, lanes), 9.0, dtype)          # one row more than the loop's: left as it was
+    run(av, xv, wide[:6], sv)
+    assert (wide[6] == 9.0).all()
+    with pytest.raises(dsl.Unsupported):
+        k2 = dsl.Kernel("bad")
+        k2.vector(dsl.I64, 4)
+
+
 def test_a_kernel_traced_again_is_the_same_ir():
     """Its machine code is found in the disk cache by a hash of its IR: the IR must not depend
     on what the process traced before (block names are numbered within the kernel)."""

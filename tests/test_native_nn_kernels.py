@@ -211,12 +211,13 @@ DIRECT_GEOMETRIES = [((1, 1), (1, 1), "SAME", ()), ((1, 1), (1, 1), "VALID", ())
 @pytest.mark.parametrize("geometry", DIRECT_GEOMETRIES)
 @pytest.mark.parametrize("c, out, window, size", [(3, 8, (3, 3), (9, 23)), (16, 4, (3, 3), (6, 19)),
                                                  (5, 6, (2, 3), (7, 13)), (1, 1, (3, 2), (4, 5)),
-                                                 (4, 16, (1, 1), (5, 6))])
+                                                 (4, 16, (1, 1), (5, 6)), (12, 10, (3, 3), (5, 14))])
 def test_direct_conv(dtype, geometry, c, out, window, size):
     """Conv2D and its backprops by the direct loops (nn/conv.py's direct form) against the
     NumPy forms: widths whose inside columns leave every rest of a block (4, 2, 1), windows
-    reaching into the padding on every side, strides, dilations, channels from 1 to 16, a 1x1
-    strided window; inputs whose memory is guarded by NaN."""
+    reaching into the padding on every side, strides, dilations, channels from 1 to 16 (10 and
+    12: vectors in parts of 8 and 2, 8 and 4 lanes), a 1x1 strided window; inputs whose memory
+    is guarded by NaN."""
     from gradreg_plugins.nn import conv
     from gradreg_plugins.nn.windows import Geometry
     strides, dilations, padding, explicit = geometry
@@ -311,6 +312,10 @@ def test_direct_form_by_static_shapes():
     assert forms([2, 8, 8, 32], [3, 3, 32, 32], one) == ((32, 2), (32, 2), None)       # 4 KiB a tap's gradient
     assert forms([2, 8, 8, None], [3, 3, None, 4], one) is None                        # unknown channels
     assert forms([2, 8, 8, 4], [3, 3, 4, 4], one, gr.float16) == (None, None, None)
+    # accumulators: 8 registers of 32 bytes, a vector's part of a power of two lanes one at least
+    assert [conv.direct_block(n, 4) for n in (1, 3, 4, 8, 10, 14, 16, 24, 32)] == [8, 4, 8, 8, 4, 2, 4, 2, 2]
+    assert [conv.direct_block(n, 8) for n in (3, 4, 8, 16)] == [4, 8, 4, 2]
+    assert conv.direct_block(4, 4, limit=3) == 3
 
 
 # -- max pooling's gradient -------------------------------------------------------------------------------

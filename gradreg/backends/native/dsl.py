@@ -261,72 +261,89 @@ class Array:
 class Vector:
     """Explicit SIMD: values of ``lanes`` consecutive elements of one float type, for a loop
     that LLVM would not vectorize by itself (a few output channels, each accumulated over a
-    window: every element's sum is a chain the loop vectorizer leaves scalar). Vector values
-    are LLVM values (``ir.Value``); LLVM splits a vector of any length into the machine's
-    registers. :meth:`fma` is ``llvm.fmuladd``: fused where the machine has FMA, so its bits
-    may differ from a multiply and an add (a kernel that must match another's bits uses
-    :class:`Value` arithmetic)."""
+    window: every element's sum is a chain the loop vectorizer leaves scalar). A vector value
+    is a tuple of LLVM vectors whose lane counts are powers of two, ``lanes`` in binary (10:
+    8 and 2): LLVM lowered a vector of 10, 12 or 24 float32 lanes into code about twice as
+    slow as im2col's products, the same lanes as powers of two into registers. :meth:`fma` is
+    ``llvm.fmuladd``: fused where the machine has FMA, so its bits may differ from a multiply
+    and an add (a kernel that must match another's bits uses :class:`Value` arithmetic)."""
 
-    def __init__(self, kernel: Kernel, t: Type, lanes: int):
+    def __init__(self, kernel: Kernel, t: Type, lanes: builtins.int):
         if not t.is_float or lanes < 1:
             raise Unsupported(f"a vector of {lanes} {t}")
         self.k, self.t, self.lanes = kernel, t, lanes
-        self.ir = ir.VectorType(t.ir, lanes)
+        # (first lane, lanes) of each part, the widest first
+        self.parts = [(lanes & ~((bit << 1) - 1), bit) for bit in reversed([1 << b for b in range(lanes.bit_length())])
+                      if lanes & bit]
+        self._types = [ir.VectorType(t.ir, n) for _, n in self.parts]
         self._align = t.dtype.itemsize
 
-    def _pointer(self, array: Array, index: tuple[Any, ...]) -> ir.Value:
+    def _pointers(self, array: Array, index: tuple[Any, ...]) -> list[ir.Value]:
         if array.type is not self.t:
             raise Unsupported(f"a vector of {self.t} from a {array.type} array")
-        return self.k.b.bitcast(array._address(index), self.ir.as_pointer())
+        b = self.k.b
+        first = array._address(index)
+        return [b.bitcast(b.gep(first, [ir.Constant(I64.ir, offset)], inbounds=True), vt.as_pointer())
+                for (offset, _), vt in zip(self.parts, self._types)]
 
-    def load(self, array: Array, *index: Any) -> ir.Value:
+    def load(self, array: Array, *index: Any) -> tuple[ir.Value, ...]:
         """``array[index]`` and the ``lanes - 1`` elements after it (the caller keeps them inside the array)."""
-        return self.k.b.load(self._pointer(array, index), align=self._align)
+        return tuple(self.k.b.load(p, align=self._align) for p in self._pointers(array, index))
 
-    def store(self, value: ir.Value, array: Array, *index: Any) -> None:
+    def store(self, value: tuple[ir.Value, ...], array: Array, *index: Any) -> None:
         """``array[index]`` and the ``lanes - 1`` elements after it set to ``value``'s lanes."""
-        self.k.b.store(value, self._pointer(array, index), align=self._align)
+        for part, p in zip(value, self._pointers(array, index)):
+            self.k.b.store(part, p, align=self._align)
 
-    def splat(self, value: Value) -> ir.Value:
+    def splat(self, value: Value) -> tuple[ir.Value, ...]:
         """``value`` in every lane."""
         b, i32 = self.k.b, ir.IntType(32)
-        one = b.insert_element(ir.Constant(self.ir, ir.Undefined), value.ir, ir.Constant(i32, 0))
-        return b.shuffle_vector(one, ir.Constant(self.ir, ir.Undefined),
-                                ir.Constant(ir.VectorType(i32, self.lanes), [0] * self.lanes))
+        widest = self._types[0]
+        one = b.insert_element(ir.Constant(widest, ir.Undefined), value.ir, ir.Constant(i32, 0))
+        return tuple(b.shuffle_vector(one, ir.Constant(widest, ir.Undefined),
+                                      ir.Constant(ir.VectorType(i32, n), [0] * n)) for _, n in self.parts)
 
-    def zero(self) -> ir.Value:
-        return ir.Constant(self.ir, [ir.Constant(self.t.ir, 0.0)] * self.lanes)
+    def zero(self) -> tuple[ir.Value, ...]:
+        return tuple(ir.Constant(vt, [ir.Constant(self.t.ir, 0.0)] * n) for (_, n), vt in zip(self.parts, self._types))
 
-    def fma(self, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+    def add(self, a: tuple[ir.Value, ...], b: tuple[ir.Value, ...]) -> tuple[ir.Value, ...]:
+        return tuple(self.k.b.fadd(x, y) for x, y in zip(a, b))
+
+    def fma(self, a: tuple[ir.Value, ...], b: tuple[ir.Value, ...],
+            c: tuple[ir.Value, ...]) -> tuple[ir.Value, ...]:
         """``a * b + c`` lane by lane (llvm.fmuladd)."""
         module = self.k.module
-        name = f"llvm.fmuladd.v{self.lanes}{'f32' if self.t is F32 else 'f64'}"
-        try:
-            fn = module.get_global(name)
-        except KeyError:
-            fn = ir.Function(module, ir.FunctionType(self.ir, [self.ir] * 3), name=name)
-        return self.k.b.call(fn, [a, b, c])
+        out = []
+        for (_, n), vt, x, y, z in zip(self.parts, self._types, a, b, c):
+            name = f"llvm.fmuladd.v{n}{'f32' if self.t is F32 else 'f64'}"
+            try:
+                fn = module.get_global(name)
+            except KeyError:
+                fn = ir.Function(module, ir.FunctionType(vt, [vt] * 3), name=name)
+            out.append(self.k.b.call(fn, [x, y, z]))
+        return tuple(out)
 
-    def var(self, initial: ir.Value) -> VectorVar:
+    def var(self, initial: tuple[ir.Value, ...]) -> VectorVar:
         return VectorVar(self, initial)
 
 
 class VectorVar:
-    """A mutable vector local (a stack slot; LLVM keeps it in registers)."""
+    """A mutable vector local (stack slots; LLVM keeps them in registers)."""
 
-    def __init__(self, vector: Vector, initial: ir.Value):
+    def __init__(self, vector: Vector, initial: tuple[ir.Value, ...]):
         self.k = vector.k
         with self.k._at_entry():
-            self.slot = self.k.b.alloca(vector.ir)
-        self.k.b.store(initial, self.slot)
+            self.slots = [self.k.b.alloca(vt) for vt in vector._types]
+        self.value = initial
 
     @property
-    def value(self) -> ir.Value:
-        return self.k.b.load(self.slot)
+    def value(self) -> tuple[ir.Value, ...]:
+        return tuple(self.k.b.load(slot) for slot in self.slots)
 
     @value.setter
-    def value(self, new: ir.Value) -> None:
-        self.k.b.store(new, self.slot)
+    def value(self, new: tuple[ir.Value, ...]) -> None:
+        for part, slot in zip(new, self.slots, strict=True):
+            self.k.b.store(part, slot)
 
 
 class Kernel:

@@ -288,12 +288,12 @@ DIRECT_BYTES = 128
 # this many bytes. float32 32 -> 32 channels (4 KiB) ran 0.7x im2col's speed; float64 16 -> 16
 # (2 KiB) 1.5x, float32 16 -> 16 1.5x.
 DIRECT_FILTER_BYTES = 2048
-# The bytes of accumulators a direct loop keeps in registers (eight AVX registers): a
-# position's channels are one vector, and the loop holds ``direct_block`` of them, whose
-# chains of multiply-adds overlap. At every size above this block beat half and twice it
-# (16 -> 4 float32 forward 0.25 ms against 0.37 at half; 8 -> 8 float64 0.23 against 0.36 at
-# half and 0.61 at twice).
-ACCUMULATOR_BYTES = 256
+# The registers of accumulators a direct loop keeps (eight of the sixteen AVX ones): a
+# position's channels are one vector (in parts of powers of two lanes: gradreg.native's
+# Vector), and the loop holds ``direct_block`` of them, whose chains of multiply-adds overlap.
+# At every size measured this block beat half and twice it (16 -> 4 float32 forward 0.25 ms
+# against 0.37 at half; 8 -> 8 float64 0.23 against 0.36 at half and 0.61 at twice).
+ACCUMULATOR_REGISTERS = 8
 # Direct convolutions of at least this many flops a thread share their batch among threads
 # (float64 flops count two): the loops run at 25-90 Gflop/s, so ~0.1 ms a thread.
 DIRECT_FLOPS_PER_THREAD = 4e6
@@ -311,9 +311,12 @@ class DirectLoop(NamedTuple):
 
 
 def direct_block(channels: int, itemsize: int, limit: int | None = None) -> int:
-    """The accumulators a direct loop over vectors of ``channels`` holds (ACCUMULATOR_BYTES;
-    1 to 8, at most ``limit``: a filter loop's blocks are input channels)."""
-    block = max(1, min(8, ACCUMULATOR_BYTES // max(1, channels * itemsize)))
+    """The accumulators a direct loop over vectors of ``channels`` holds: as many as fit in
+    ACCUMULATOR_REGISTERS of 32 bytes, a vector's part of a power of two lanes at least one
+    each (1 to 8, at most ``limit``: a filter loop's blocks are input channels)."""
+    registers = sum(max(1, bit * itemsize // 32) for bit in (1 << b for b in range(channels.bit_length()))
+                    if channels & bit)
+    block = max(1, min(8, ACCUMULATOR_REGISTERS // max(1, registers)))
     return max(1, min(block, limit)) if limit else block
 
 
@@ -339,7 +342,10 @@ def direct_form(op, kind: str) -> tuple[int, int] | None:
     if None in (c, kh, kw, fc, oc) or c != fc:
         return None
     if kh == kw == 1 and geometry.strides == (1, 1) and geometry.pads == ((0, 0), (0, 0)):
-        return None                      # pointwise: one matrix product
+        # pointwise: one matrix product. The direct loops ran these 1-3% faster in MobileNetV2
+        # and the slim DenseNet (forward, input backprop), not worth their builds: a module each
+        # count of channels, three more for MobileNetV2 from an empty cache.
+        return None
     if kind == "input" and geometry.strides != (1, 1):
         return None
     channels = c if kind == "input" else oc

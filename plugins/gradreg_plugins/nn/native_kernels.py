@@ -394,7 +394,7 @@ class _DirectForward:
             self.accumulate_one(sums, x.sub(n, ih, iw), f.sub(i, j))
         values = [s.value for s in sums]
         while len(values) > 1:
-            values = [k.b.fadd(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
+            values = [vec.add(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
                       for i in range(0, len(values), 2)]
         vec.store(values[0], self.out, n, y, at, 0)
 
