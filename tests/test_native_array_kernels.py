@@ -64,3 +64,45 @@ def test_scatter_nd_and_tensor_scatter_add_run_the_native_loop(dtype, monkeypatc
     want = base.copy()
     numba(want.reshape(16, 5), flat, updates)
     np.testing.assert_array_equal(added, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_concat_along_the_last_axis_copies_columns_natively(dtype, monkeypatch):
+    """ConcatV2 along the last axis (axis -1 or rank - 1) by array/native_kernels' column copy:
+    np.concatenate's values, NaN payloads kept; inputs of no columns, non-contiguous ones;
+    other axes, small arrays, mixed types and TensorFlow's errors go to the NumPy kernel."""
+    from gradreg_plugins.array import native_kernels as array_native
+    copies = []
+    real = array_native.copy_columns_loop
+
+    def spy(dtype_):
+        loop = real(dtype_)
+        return lambda src, dst, first: copies.append((src.shape, first)) or loop(src, dst, first)
+    monkeypatch.setattr(array_native, "copy_columns_loop", spy)
+    graph = gr.Graph()
+    t = gr.as_dtype(dtype)
+    with graph.as_default():
+        a, b, c = gr.placeholder(t, None), gr.placeholder(t, None), gr.placeholder(t, None)
+        node = gr.apply_op("ConcatV2", [a, b, c], gr.placeholder(gr.int32, []))
+    concat = _built(node)
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((8, 32, 16)) * 100).astype(dtype)
+    y = (rng.standard_normal((8, 32, 8)) * 100).astype(dtype)[:, ::-1]      # not C-contiguous
+    z = np.zeros((8, 32, 0), dtype)
+    if dtype == np.float32:
+        x[1, 2, 3] = np.frombuffer(np.uint32(0x7FC00123).tobytes(), np.float32)[0]     # a NaN with a payload
+    for axis in (2, -1):
+        got = concat(x, y, z, np.int32(axis))
+        want = np.concatenate([x, y, z], axis=2)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+    assert copies == [((256, 16), 0), ((256, 8), 16)] * 2
+    copies.clear()
+    np.testing.assert_array_equal(concat(x, x, x, np.int32(0)), np.concatenate([x, x, x], 0))   # another axis
+    small = x[:, :2]
+    np.testing.assert_array_equal(concat(small, small, small, np.int32(2)), np.concatenate([small] * 3, 2))
+    assert copies == []
+    with pytest.raises(ValueError, match="Dimension 1 in both shapes must be equal"):
+        concat(x, x[:, :3], x, np.int32(2))
+    with pytest.raises(ValueError, match="Ranks of all input tensors should match"):
+        concat(x, x[0], x, np.int32(2))

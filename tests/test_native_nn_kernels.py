@@ -318,6 +318,47 @@ def test_direct_form_by_static_shapes():
     assert conv.direct_block(4, 4, limit=3) == 3
 
 
+# -- average pooling -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("window, strides, padding", [((2, 2), (2, 2), "VALID"), ((3, 3), (1, 1), "SAME"),
+                                                      ((3, 2), (2, 1), "SAME"), ((2, 3), (1, 2), "VALID"),
+                                                      ((3, 3), (2, 2), "SAME")])
+@pytest.mark.parametrize("shape", [(3, 7, 9, 10), (2, 5, 4, 1)])
+def test_avg_pool(monkeypatch, dtype, window, strides, padding, shape):
+    """AvgPool and AvgPoolGrad by the native loops (the numba backend's kernels, from the first
+    call) give the NumPy kernels' bits: the same sums in the same order."""
+    import gradreg as gr
+    from gradreg.backends.numba import jit
+    rng = np.random.default_rng(9)
+    graph = gr.Graph()
+    ksize, step = [1, *window, 1], [1, *strides, 1]
+    with graph.as_default():
+        x = gr.placeholder(dtype, shape)
+        y = gr.apply_op("AvgPool", x, ksize=ksize, strides=step, padding=padding)
+        g = gr.placeholder(dtype, y.shape)
+        dx = gr.apply_op("AvgPoolGrad", gr.constant(list(shape)), g, ksize=ksize, strides=step, padding=padding)
+    values = {x: _random(rng, shape, dtype)}
+    values[g] = _random(rng, gr.Session(graph, backend="numpy").run(y, values).shape, dtype)
+    want = gr.Session(graph, backend="numpy").run([y, dx], values)
+    ran = []
+    real = native_kernels.avg_pool_loop
+
+    def counted(dtype_, kind):
+        loop = real(dtype_, kind)
+        return lambda *args: ran.append(kind) or loop(*args)
+    monkeypatch.setattr(native_kernels, "avg_pool_loop", counted)
+    monkeypatch.setenv("GRADREG_JIT", "eager")
+    session = gr.Session(graph, backend="numba")
+    plan = session.plan_for([y, dx], list(values))
+    assert sorted(t.name.split()[0] for _, t in plan.upgrades) == ["AvgPool", "AvgPoolGrad"]
+    for _ in range(2):
+        for got, expected in zip(session.run([y, dx], values), want):
+            np.testing.assert_array_equal(got, expected)
+    assert jit.wait_for_kernels(60)
+    assert {"forward", "grad"} <= set(ran)
+
+
 # -- max pooling's gradient -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)

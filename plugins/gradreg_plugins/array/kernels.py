@@ -264,6 +264,12 @@ family.simple_kernel("ConjugateTranspose", _conjugate_transpose)
 
 
 def _concat(values, axis) -> np.ndarray:
+    return np.concatenate(values, axis=concat_axis(values, axis))
+
+
+def concat_axis(values, axis) -> int:
+    """ConcatV2's axis, normalized, once ``values`` are checked to be concatenable along it
+    (TensorFlow's errors)."""
     axis = int(_scalar(axis, "axis"))
     first = np.shape(values[0])
     rank = len(first)
@@ -279,7 +285,7 @@ def _concat(values, axis) -> np.ndarray:
             if j != axis and a != b:
                 raise ValueError(f"ConcatOp : Dimension {j} in both shapes must be equal: shape[0] = "
                                  f"{_shape_str(first)} vs. shape[{i}] = {_shape_str(shape)}")
-    return np.concatenate(values, axis=axis)
+    return axis
 
 
 family.simple_kernel("ConcatV2", lambda *args: _concat(args[:-1], args[-1]))

@@ -6,17 +6,26 @@ scatter-add (same order of additions, so the same values; a native kernel where 
 kernels are available, math/native_kernels, numba's otherwise). Inputs the fast path does not take
 (other types, IGNORE policy, bad indices or shapes) go to the NumPy kernel, which also raises
 the errors.
+
+ConcatV2 along the last axis copies each input's columns into the output's rows by a native
+loop (array/native_kernels): np.concatenate's row-at-a-time copy is slow for a few columns.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from gradreg.kernel_support import numba_available
+from gradreg.kernel_support import native_loop, numba_available
 from gradreg.model import dtypes
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import Tiered
 from gradreg_plugins.array import family
+from gradreg_plugins.array.kernels import concat_axis
 from gradreg_plugins.math.numba_kernels import scatter_add_rows
+
+try:    # the native loop imports llvmlite, which may be missing where numba is
+    from gradreg_plugins.array import native_kernels
+except ImportError:
+    native_kernels = None  # type: ignore[assignment]
 
 _TYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
 
@@ -90,3 +99,49 @@ def _tensor_scatter_add(op, ctx):
             return checked(tensor, indices, updates)
         return _scatter_into(np.array(tensor, order="C"), *plan, updates)
     return _tiered(op, checked, compute)
+
+
+# -- ConcatV2 along the last axis: a native loop (array/native_kernels) ---------------------------
+
+_CONCAT_TYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
+# Concatenations of fewer elements go to np.concatenate: its per-row cost is what the loop saves.
+CONCAT_ELEMENTS = 4096
+
+
+@family.kernel("ConcatV2", backend="numba")
+def _concat_v2(op, ctx):
+    """ConcatV2 along the last axis of arrays of one type by the native column copy, once it
+    is built (np.concatenate copies a row of each input at a time: slow for a few channels);
+    everything else, and every error, the NumPy kernel's."""
+    if op.get_attr("T") not in _CONCAT_TYPES or native_kernels is None:
+        return None
+    checked = _numpy_kernel(op, ctx)
+    storage = op.get_attr("T").storage
+
+    def build():
+        loop = native_loop(native_kernels.copy_columns_loop, storage)
+        if loop is None:
+            return checked
+
+        def concat(*args):
+            values, axis = args[:-1], args[-1]
+            if not all(type(v) is np.ndarray and v.dtype == storage for v in values):
+                return checked(*args)
+            try:
+                last = concat_axis(values, axis) == values[0].ndim - 1
+            except ValueError:
+                return checked(*args)      # its error
+            width = sum(v.shape[-1] for v in values)
+            rows = values[0].size // values[0].shape[-1] if values[0].shape[-1] else 0
+            if not last or values[0].ndim < 2 or rows * width < CONCAT_ELEMENTS:
+                return checked(*args)
+            out = np.empty((*values[0].shape[:-1], width), storage)
+            target = out.reshape(rows, width)
+            first = 0
+            for v in values:
+                if v.shape[-1]:
+                    loop(np.ascontiguousarray(v).reshape(rows, v.shape[-1]), target, first)
+                first += v.shape[-1]
+            return out
+        return concat
+    return Tiered(checked, build, f"{op.type} {op.name}")

@@ -16,7 +16,9 @@ Each loop is built, and compiled, on its first request only:
 * :func:`conv_loop`: ``gather``, ``spread`` or ``col2im`` (_CONV_LOOPS);
 * :func:`direct_conv_loop`: Conv2D's direct loops, forward or filter backprop, for a few
   output channels: native only (explicit SIMD, fused multiply-adds), with no numba twin;
-* :func:`max_pool_grad_loop`: max pooling's gradient (_MAX_POOL_GRAD).
+* :func:`max_pool_grad_loop`: max pooling's gradient (_MAX_POOL_GRAD);
+* :func:`avg_pool_loop`: average pooling and its gradient, native only, the NumPy kernels'
+  operations in their order.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from gradreg.native import BOOL, I64, Array, Kernel, Unsupported, Value, available, compile_loop, mathlib
 
-__all__ = ["Unsupported", "available", "conv_loop", "depthwise_loop", "direct_block", "direct_conv_loop", "loop",
+__all__ = ["Unsupported", "available", "avg_pool_loop", "conv_loop", "depthwise_loop", "direct_conv_loop", "loop",
            "max_pool_grad_loop"]
 
 Loop = Callable[..., None]
@@ -327,20 +329,9 @@ def _conv_loop(dtype: np.dtype, name: str) -> Loop:
 
 # -- Conv2D, direct: a few output channels (nn/conv.py's direct form; no numba twin) --------------
 
-# The bytes of accumulators a direct loop keeps in registers: eight AVX registers. An output
-# position's channels are one vector; a loop holds ``block`` of them (forward: positions side
-# by side in a row; filter: input channels of one tap), each a chain of multiply-adds that the
-# others' overlap. On the 2-vCPU AMD EPYC of docs/benchmarks.md this block beat half and twice
-# it at every size tried (forward: 16 -> 4 channels float32 0.25 ms against 0.37 (half); 8 -> 8
-# float64 0.23 against 0.36 (half) and 0.61 (twice)).
-ACCUMULATOR_BYTES = 256
-
-
-def direct_block(channels: int, itemsize: int, limit: int | None = None) -> int:
-    """The accumulators a direct loop over vectors of ``channels`` holds (at most 8, at most
-    ``limit``: a filter loop's input channels)."""
-    block = max(1, min(8, ACCUMULATOR_BYTES // max(1, channels * itemsize)))
-    return max(1, min(block, limit)) if limit else block
+# A position's output channels are one vector; a loop holds ``block`` of them (forward:
+# positions side by side in a row; filter: input channels of one tap), each a chain of
+# multiply-adds that the others' overlap (nn/conv.py's direct_block chooses it).
 
 
 class _DirectForward:
@@ -470,7 +461,7 @@ _DIRECT: dict[str, Callable[[Kernel, np.dtype, int, int], None]] = {
 def direct_conv_loop(dtype: Any, kind: str, channels: int, block: int) -> Loop:
     """The direct convolution loop of ``kind`` ("forward", "filter") for arrays of ``dtype``
     whose output channels (forward) or filter gradient's (filter) number ``channels``, holding
-    ``block`` accumulators (:func:`direct_block`), compiled now."""
+    ``block`` accumulators (nn/conv.direct_block), compiled now."""
     return _direct_conv_loop(np.dtype(dtype), kind, int(channels), int(block))
 
 
@@ -480,6 +471,75 @@ def _direct_conv_loop(dtype: np.dtype, kind: str, channels: int, block: int) -> 
         raise Unsupported(f"a direct loop of {channels} channels, {block} a block")
     return _compile(f"direct_{kind}_{channels}x{block}", dtype,
                     lambda k, dtype: _DIRECT[kind](k, dtype, channels, block))
+
+
+# -- average pooling (native only: nn/pooling's NumPy kernels' values, in their order) -----------
+
+class _Window:
+    """A pooling loop's int parameters: strides, window, padding before (no dilations)."""
+
+    def __init__(self, k: Kernel):
+        self.sh, self.sw, self.kh, self.kw, self.top, self.left = (k.int_param() for _ in range(6))
+        self.dh = self.dw = 1
+
+
+def _avg_pool(k: Kernel, dtype: np.dtype) -> None:
+    # avg_pool(x, counts, out, sh, sw, kh, kw, top, left, n0, n1): counts (oh, ow), the taps of
+    # each window inside x. Each output the sum of its taps inside x in window order, divided
+    # by their count: pooling._avg_pool's operations (its taps in the padding add zeros).
+    x, counts, out = k.array(dtype, 4), k.array(dtype, 2), k.array(dtype, 4)
+    window = _Window(k)
+    n0, n1 = k.int_param(), k.int_param()
+    h, w, c = x.shape[1], x.shape[2], x.shape[3]
+    for n in k.range(n0, n1):
+        for y in k.range(out.shape[1]):
+            for at in k.range(out.shape[2]):
+                o = out.sub(n, y, at)
+                k.fill(o, 0.0)
+                for _, _, iy, ix in _taps(k, window, y, at, window.kh, window.kw, h, w):   # type: ignore[arg-type]
+                    row = x.sub(n, iy, ix)
+                    for ch in k.range(c):
+                        o[ch] = o[ch] + row[ch]
+                divisor = counts[y, at]
+                for ch in k.range(c):
+                    o[ch] = o[ch] / divisor
+
+
+def _avg_pool_grad(k: Kernel, dtype: np.dtype) -> None:
+    # avg_pool_grad(g, counts, dx, sh, sw, kh, kw, top, left, n0, n1): each output's gradient
+    # over its count added to the inputs its taps read, tap by tap in window order (as
+    # pooling._avg_pool_grad's passes, so each input's sum in the same order).
+    g, counts, dx = k.array(dtype, 4), k.array(dtype, 2), k.array(dtype, 4)
+    window = _Window(k)
+    n0, n1 = k.int_param(), k.int_param()
+    h, w, c = dx.shape[1], dx.shape[2], dx.shape[3]
+    oh, ow = g.shape[1], g.shape[2]
+    for n in k.range(n0, n1):
+        k.fill(dx.sub(n), 0.0)
+        for i in k.range(window.kh):
+            for j in k.range(window.kw):
+                for y in k.range(oh):
+                    iy = y * window.sh + i - window.top
+                    with k.if_((iy >= 0) & (iy < h)):
+                        for at in k.range(ow):
+                            ix = at * window.sw + j - window.left
+                            with k.if_((ix >= 0) & (ix < w)):
+                                src, dst, divisor = g.sub(n, y, at), dx.sub(n, iy, ix), counts[y, at]
+                                for ch in k.range(c):
+                                    dst[ch] = dst[ch] + src[ch] / divisor
+
+
+_AVG_POOL: dict[str, Callable[[Kernel, np.dtype], None]] = {"forward": _avg_pool, "grad": _avg_pool_grad}
+
+
+def avg_pool_loop(dtype: Any, kind: str) -> Loop:
+    """Average pooling's loop of ``kind`` ("forward", "grad") for arrays of ``dtype``, compiled now."""
+    return _avg_pool_loop(np.dtype(dtype), kind)
+
+
+@functools.cache
+def _avg_pool_loop(dtype: np.dtype, kind: str) -> Loop:
+    return _compile(f"avg_pool_{kind}", dtype, _AVG_POOL[kind])
 
 
 # -- max pooling's gradient (numba_kernels._MAX_POOL_GRAD) ----------------------------------------
