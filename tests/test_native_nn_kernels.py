@@ -257,6 +257,28 @@ def test_direct_conv(dtype, geometry, c, out, window, size):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_direct_conv_padding_wider_than_the_output(dtype):
+    """Explicit padding wider than the output (an input one column wide, three columns of
+    padding before a 3x3 window): no output column has every tap inside, and the loop writes
+    none past the output's end (the memory after it is checked)."""
+    from gradreg_plugins.nn import conv
+    from gradreg_plugins.nn.windows import Geometry
+    g = Geometry("NHWC", (1, 1), (1, 1), "EXPLICIT", ((3, 0), (3, 0)))
+    n, channels = 2, 4
+    c_ = conv._Conv(g, (n, 3, 1, 5), (3, 3), 1, channels, _Limits(), None)
+    assert (c_.oh, c_.ow) == (4, 2) and conv._inside(1, c_.ow, 1, 0, 3) == (2, 2)
+    rng = np.random.default_rng(13)
+    t = np.dtype(dtype)
+    x, f = _guarded(rng, (n, 3, 1, 5), t), _guarded(rng, (3, 3, 5, channels), t)
+    direct = conv.DirectLoop(native_kernels.direct_conv_loop(t, "forward", channels, conv.direct_block(channels, 4)),
+                             channels, t)
+    memory = np.full((n + 1, c_.oh, c_.ow, channels), 7.0, t)
+    got = conv._correlate(c_, x, f, memory[:n], (1, 1), (3, 3), direct)
+    assert (memory[n] == 7.0).all()
+    np.testing.assert_allclose(got, conv._forward(c_, x, f, dtype), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_direct_conv_splits_the_batch(monkeypatch, dtype):
     """A convolution large enough for two threads: the batch in pieces, the filter gradient's
     parts added, the values those of one thread."""

@@ -363,8 +363,10 @@ def _direct_takes(direct: DirectLoop | None, conv: _Conv, channels: int, *arrays
 
 def _inside(size: int, out: int, stride: int, tap: int, pad: int) -> tuple[int, int]:
     """The outputs (lo, hi) along one dimension whose ``tap`` (its offset in the input:
-    index times dilation) lands inside an input of ``size``: lo <= o < hi, hi >= lo."""
-    lo = max(0, -((tap - pad) // stride))
+    index times dilation) lands inside an input of ``size``: lo <= o < hi, 0 <= lo <= hi <= out
+    (the loops write outputs 0..lo one by one: lo never passes the output's end, even where the
+    padding before is wider than the output)."""
+    lo = min(out, max(0, -((tap - pad) // stride)))
     hi = min(out, (size - 1 + pad - tap) // stride + 1)
     return lo, max(lo, hi)
 
