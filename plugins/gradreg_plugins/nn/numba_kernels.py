@@ -705,14 +705,23 @@ def _pool_loop(dtype: np.dtype):
     return loop
 
 
-@family.kernel("MaxPoolGrad", backend="numba")
-def _max_pool_grad(op, ctx):
+def _nhwc_pooling(op, ctx):
+    """(geometry, window, the NumPy kernel) of a float pooling node in NHWC, whose compiled
+    loop serves; None for the others (the NumPy kernel alone)."""
     if not _float_node(op):
         return None
     geometry, window = pooling.static_geometry(op)
     if geometry.fmt != "NHWC":
         return None
-    checked = _numpy_kernel(op, ctx)
+    return geometry, window, _numpy_kernel(op, ctx)
+
+
+@family.kernel("MaxPoolGrad", backend="numba")
+def _max_pool_grad(op, ctx):
+    found = _nhwc_pooling(op, ctx)
+    if found is None:
+        return None
+    geometry, window, checked = found
     storage = op.get_attr("T").storage
     (sh, sw), (kh, kw) = geometry.strides, window
 
@@ -801,12 +810,10 @@ def _avg_pool_factory(kind: str):
     until the loop is built, where native kernels are unavailable, and for whatever the loop
     does not take."""
     def factory(op, ctx):
-        if not _float_node(op):
+        found = _nhwc_pooling(op, ctx)
+        if found is None:
             return None
-        geometry, window = pooling.static_geometry(op)
-        if geometry.fmt != "NHWC":
-            return None
-        checked = _numpy_kernel(op, ctx)
+        _, window, checked = found
 
         def build():
             loop = _native("avg_pool_loop", op.get_attr("T").storage, kind)
