@@ -103,7 +103,6 @@ def _tensor_scatter_add(op, ctx):
 
 # -- ConcatV2 along the last axis: a native loop (array/native_kernels) ---------------------------
 
-_CONCAT_TYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
 # Concatenations of fewer elements go to np.concatenate: its per-row cost is what the loop saves.
 CONCAT_ELEMENTS = 4096
 
@@ -113,7 +112,7 @@ def _concat_v2(op, ctx):
     """ConcatV2 along the last axis of arrays of one type by the native column copy, once it
     is built (np.concatenate copies a row of each input at a time: slow for a few channels);
     everything else, and every error, the NumPy kernel's."""
-    if op.get_attr("T") not in _CONCAT_TYPES or native_kernels is None:
+    if op.get_attr("T") not in _TYPES or native_kernels is None:
         return None
     checked = _numpy_kernel(op, ctx)
     storage = op.get_attr("T").storage

@@ -403,17 +403,26 @@ def _direct_forward(conv: _Conv, x: np.ndarray, f: np.ndarray, direct: DirectLoo
     return _correlate(conv, x, f, out, conv.g.strides, (conv.top, conv.left), direct)
 
 
-def _direct_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, direct: DirectLoop) -> np.ndarray | None:
-    """Conv2DBackpropInput of a stride-1 convolution by the direct forward loop: ``dy`` padded
-    (in the loop) so that every input position sees the outputs it fed, correlated with the
-    filter flipped in space and its channels swapped (as _transposed). None where that does
-    not apply."""
-    if conv.g.strides != (1, 1):
+def _transposed_pads(conv: _Conv) -> tuple[int, int, int, int] | None:
+    """The pads (top, bottom, left, right) of ``dy`` under which the input backprop of a
+    stride-1 convolution of one group is a forward one (every input position sees the window
+    of outputs it fed); None where that does not apply (strides, groups, pads beyond the
+    window)."""
+    if conv.g.strides != (1, 1) or conv.groups != 1:
         return None
     (eh, ew) = conv.g.effective((conv.kh, conv.kw))
-    top, left = eh - 1 - conv.top, ew - 1 - conv.left
-    if min(top, left, eh - 1 - conv.bottom, ew - 1 - conv.right) < 0:
+    pads = (eh - 1 - conv.top, eh - 1 - conv.bottom, ew - 1 - conv.left, ew - 1 - conv.right)
+    return pads if min(pads) >= 0 else None
+
+
+def _direct_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, direct: DirectLoop) -> np.ndarray | None:
+    """Conv2DBackpropInput of a stride-1 convolution by the direct forward loop: ``dy`` padded
+    (in the loop) by _transposed_pads, correlated with the filter flipped in space and its
+    channels swapped (as _transposed). None where that does not apply."""
+    pads = _transposed_pads(conv)
+    if pads is None:
         return None
+    top, _, left, _ = pads
     weights = f[::-1, ::-1].transpose(0, 1, 3, 2)
     dx = np.empty((conv.n, conv.h, conv.w, conv.c), direct.dtype)
     return _correlate(conv, dy, weights, dx, (1, 1), (top, left), direct)
@@ -490,12 +499,9 @@ def _transposed(conv: _Conv, f: np.ndarray, dy: np.ndarray) -> np.ndarray | None
     """The input backprop of a stride-1 convolution as a forward one: ``dy`` padded so that
     every input position sees the window of outputs it fed, correlated with the filter
     flipped in space and with its channels swapped. 1.5-5x faster than scattering columns
-    back (col2im). None where it does not apply (strides, groups, pads beyond the window)."""
-    if conv.g.strides != (1, 1) or conv.groups != 1:
-        return None
-    (eh, ew) = conv.g.effective((conv.kh, conv.kw))
-    pads = (eh - 1 - conv.top, eh - 1 - conv.bottom, ew - 1 - conv.left, ew - 1 - conv.right)
-    if min(pads) < 0:
+    back (col2im). None where it does not apply (_transposed_pads)."""
+    pads = _transposed_pads(conv)
+    if pads is None:
         return None
     top, bottom, left, right = pads
     valid = Geometry(conv.g.fmt, (1, 1), conv.g.dilations, "VALID", ((0, 0), (0, 0)))

@@ -623,7 +623,8 @@ def _conv_factory(kernel_factory, kind: str):
         if not _float_node(op):
             return None
         direct = conv_kernels.direct_form(op, kind)      # built where native kernels are available
-        if direct is None and not conv_kernels.compiled_loop_may_run(op, kind):
+        may_run = conv_kernels.compiled_loop_may_run(op, kind)
+        if direct is None and not may_run:
             return None
         checked = _numpy_kernel(op, ctx)
         storage = op.get_attr("T").storage
@@ -634,7 +635,7 @@ def _conv_factory(kernel_factory, kind: str):
                 built = _direct_loop(storage, kind, *direct)
                 if built is not None:
                     return kernel_factory(op, ctx, direct=built)
-            if not conv_kernels.compiled_loop_may_run(op, kind):
+            if not may_run:
                 return kernel_factory(op, ctx)
             return kernel_factory(op, ctx, **{argument: _conv_loop(storage, loop)})
         return Tiered(checked, build, f"{op.type} {op.name}", weight=9 * _work(op))
@@ -762,9 +763,9 @@ class _AvgPooling:
     """A node's AvgPool or AvgPoolGrad by its native loop; what the loop does not take goes to
     the NumPy kernel (``checked``), which also raises the errors."""
 
-    def __init__(self, op, ctx, loop, checked):
+    def __init__(self, op, ctx, geometry, window, loop, checked):
         self.op, self.ctx, self.loop, self.checked = op, ctx, loop, checked
-        self.geometry, self.window = pooling.static_geometry(op)
+        self.geometry, self.window = geometry, window
         self.storage = op.get_attr("T").storage
         self.known = ShapeMemo()
 
@@ -813,13 +814,13 @@ def _avg_pool_factory(kind: str):
         found = _nhwc_pooling(op, ctx)
         if found is None:
             return None
-        _, window, checked = found
+        geometry, window, checked = found
 
         def build():
             loop = _native("avg_pool_loop", op.get_attr("T").storage, kind)
             if loop is None:
                 return checked
-            pooling_ = _AvgPooling(op, ctx, loop, checked)
+            pooling_ = _AvgPooling(op, ctx, geometry, window, loop, checked)
             return pooling_.forward if kind == "forward" else pooling_.grad
         return Tiered(checked, build, f"{op.type} {op.name}", weight=2 * window[0] * window[1] * _work(op))
     return factory
