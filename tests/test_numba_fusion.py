@@ -10,6 +10,7 @@ from gradreg.backends.native import fused as native_fused
 from gradreg.backends.numba import cache, codegen, grouping, kernels
 from gradreg.errors import ElementLimitError, ExecutionError
 from gradreg.model.graph import Operation
+from gradreg.model.shape_inference import constant_value
 from gradreg.model.traversal import needed_ops, topological_order
 from gradreg.runtime.context import SessionContext as KernelContext
 
@@ -621,3 +622,141 @@ def test_a_handed_over_input_is_taken_only_when_nothing_else_holds_it(rng):
         out = hand_over(value, two)
         assert out.ctypes.data != value.ctypes.data
         np.testing.assert_allclose(out, np.tanh(value * 2), rtol=2e-6)
+
+
+@pytest.mark.skipif(not native.available(), reason="native kernels are unavailable here")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_short_rows_are_tiled_and_every_element_is_computed_once(rng, dtype):
+    """Rows shorter than ROW_TILE run from copies repeated to ROW_TILE or more elements
+    (native.fused._elements): rows of every length around the limits, row counts that are not
+    a multiple of the repeat, a bool row, and the rows cut into pieces as threads take them
+    (each piece starts at a row the repeat does not divide) give NumPy's values, in the static
+    and the general loops."""
+    tile = native_fused.ROW_TILE
+    for channels in (2, 3, 10, 16, 40, tile - 1, tile, tile + 2):
+        for rows in (1, 7, 13, 50):
+            graph = gr.Graph()
+            with graph.as_default():
+                x = gr.placeholder(dtype, [rows, channels], name="x")
+                r = gr.placeholder(dtype, [channels], name="r")
+                s = gr.placeholder(dtype, [channels], name="s")
+                m = gr.placeholder(gr.bool_, [channels], name="m")
+                y = gr.tanh((x - r) * s) * x
+                z = gr.logical_and(x > r, m)
+            session = gr.Session(graph, backend="numba")
+            values = {x: rng.standard_normal((rows, channels)).astype(dtype),
+                      r: rng.standard_normal(channels).astype(dtype),
+                      s: rng.standard_normal(channels).astype(dtype), m: rng.random(channels) < 0.5}
+            for fetch, want in ((y, np.tanh((values[x] - values[r]) * values[s]) * values[x]),
+                                (z, (values[x] > values[r]) & values[m])):
+                (group,) = fused_groups_of(session, [fetch], [x, r, s, m])
+                assert set(group.inputs) <= {x, r, s, m} and group.outputs == [fetch]
+                args = [values[t] for t in group.inputs]
+                state = codegen.static_states(group)
+                loop = native_fused.static_loop(group, state)
+                general = kernels._Variant.build(group, tuple(state[t] for t in group.inputs))
+                assert general.loop is native_fused.general_loop(group, state)
+                cuts = sorted({0, rows // 3, rows // 2 + 1, rows})
+                for pieces in ([(0, rows)], list(zip(cuts, cuts[1:]))):
+                    out = np.full((rows, channels), np.nan if want.dtype != bool else True, want.dtype)
+                    for lo, hi in pieces:
+                        loop(lo, hi, channels, *args, out)
+                    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+                out = np.full(rows * channels, np.nan if want.dtype != bool else True, want.dtype)
+                general.loop(rows * channels, channels, *[a.reshape(-1) for a in args], out)
+                np.testing.assert_allclose(out.reshape(rows, channels), want, rtol=1e-6, atol=1e-6)
+
+
+def _plan_sums(session, fetches, feeds):
+    """The fused groups of the session's plan for ``fetches`` and the Sum nodes it runs apart."""
+    plan = session.plan_for(fetches, feeds)
+    items = list({id(i): i for i in plan._compiled.line_ops.values()}.values())
+    apart = [i for i in items if isinstance(i, Operation) and i.type == "Sum"]
+    return [i for i in items if isinstance(i, kernels.FusedGroup)], apart
+
+
+@pytest.mark.skipif(not native.available(), reason="native kernels are unavailable here")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_sum_over_leading_axes_is_taken_into_the_group(rng, dtype, monkeypatch):
+    """A value only a Sum over its leading axes reads (a batch norm's gradient) is summed in
+    the group's loop, row by row, and never written: with keep_dims or not, rows of every
+    length around the tiling, the rows split over threads (each piece summing its own), a
+    loop run twice (float32 sin beyond its fast range) summing once, and numba's loop (where
+    there is no native one) writing the value for the wrapper to sum."""
+    from gradreg.backends.numba import grouping
+    for channels in (2, 3, 12, native_fused.ROW_TILE + 3, grouping.MAX_SUMMED_ROW):
+        graph = gr.Graph()
+        with graph.as_default():
+            x = gr.placeholder(dtype, [4, 5, 6, channels], name="x")
+            r = gr.placeholder(dtype, [channels], name="r")
+            y = gr.sin(x * r) + 1.0
+            s1 = gr.reduce_sum(y * x, axis=[0, 1, 2])
+            s2 = gr.reduce_sum(y, axis=[0, 1, 2], keepdims=True)
+            out = y * r
+        fetches = [s1, s2, out]
+        session = gr.Session(graph, backend="numba")
+        (group,), apart = _plan_sums(session, fetches, [x, r])
+        assert not apart and {a.tensor for a in group.sums.values()} == {s1, s2}
+        assert set(group.outputs) == {s1, s2, out}
+        built = group.kernel.build()
+        assert built.__name__ == "run" and built.__globals__["fused"] is native_fused.static_loop(
+            group, codegen.static_states(group))
+        for scale in (1.0, 3000.0):        # 3000: sin's float32 polynomial is out of range
+            values = {x: (rng.standard_normal((4, 5, 6, channels)) * scale).astype(dtype),
+                      r: rng.standard_normal(channels).astype(dtype)}
+            want = dict(zip(group.outputs, run(graph, group.outputs, values, "numpy")))
+            for split, native_loop in ((1, True), (3, True), (3, False)):
+                monkeypatch.setattr(kernels.threads, "threads_for", lambda work, per_thread, n=split: n)
+                monkeypatch.setattr(kernels, "WORK_PER_THREAD", 1)
+                if not native_loop:     # numba's loop writes the value; the wrapper sums it
+                    monkeypatch.setattr(kernels, "_native", lambda form, group, state: None)
+                fresh = _static_for(group)
+                assert (fresh.__globals__["fused"] is native_fused.static_loop(
+                    group, codegen.static_states(group))) == native_loop
+                got = fresh(*[values[t] if t in values else t.dtype.storage.type(constant_value(t))
+                              for t in group.inputs])
+                # (a sum's rounding error grows with its terms, the largest of which bounds it)
+                largest = max(float(np.abs(w).max()) for w in want.values())
+                tolerance = 1e-5 if dtype == np.float32 else 1e-12
+                for t, g in zip(group.outputs, got):
+                    assert g.shape == tuple(t.shape.as_list()) and g.dtype == dtype
+                    np.testing.assert_allclose(g, want[t], rtol=tolerance, atol=tolerance * largest)
+                monkeypatch.undo()
+        # the plan's own run (its kernel is Tiered: NumPy's, then the loop) agrees too
+        assert_backends_agree(graph, fetches, values, rtol=1e-5, atol=1e-5 * largest)
+    # a group without a static loop (here: none, as if a value's pattern had none) leaves the Sums apart
+    monkeypatch.setattr(grouping, "static_states", lambda group: None)
+    (group,), apart = _plan_sums(gr.Session(graph, backend="numba"), fetches, [x, r])
+    assert not group.sums and {op.outputs[0] for op in apart} == {s1, s2}
+    assert_backends_agree(graph, fetches, values, rtol=1e-5, atol=1e-5 * largest)
+
+
+def _static_for(group):
+    """The group's static kernel built again (WORK_PER_THREAD as the test set it)."""
+    general = kernels._GroupKernel(group)
+    return kernels._static_kernel(group, codegen.static_states(group), general)
+
+
+@pytest.mark.skipif(not native.available(), reason="native kernels are unavailable here")
+def test_a_sum_stays_apart_when_its_value_is_needed_or_it_is_not_over_leading_axes(rng):
+    from gradreg.backends.numba import grouping
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [4, 6, 8], name="x")
+        wide = gr.placeholder(gr.float32, [2, 3, grouping.MAX_SUMMED_ROW + 1], name="wide")
+        y = gr.tanh(x) * x + 1.0
+        fetched = gr.tanh(x) - x
+        cases = {
+            "also read elsewhere": (gr.reduce_sum(y, axis=[0, 1]), gr.matmul(gr.reshape(y, [24, 8]), gr.ones([8, 2]))),
+            "fetched": (gr.reduce_sum(fetched, axis=[0]), fetched),
+            "trailing axes": (gr.reduce_sum(gr.exp(x) * x, axis=[1, 2]),),
+            "every axis": (gr.reduce_sum(gr.sigmoid(x) * x, axis=[0, 1, 2]),),
+            "a row too long": (gr.reduce_sum(gr.exp(wide) * wide, axis=[0, 1]),),
+        }
+    values = {x: rng.standard_normal((4, 6, 8)).astype(np.float32),
+              wide: rng.standard_normal((2, 3, grouping.MAX_SUMMED_ROW + 1)).astype(np.float32)}
+    for what, fetches in cases.items():
+        session = gr.Session(graph, backend="numba")
+        found, apart = _plan_sums(session, list(fetches), [x, wide])
+        assert len(apart) == 1 and not any(g.sums for g in found), what
+        assert_backends_agree(graph, list(fetches), values, rtol=1e-5, atol=1e-5)

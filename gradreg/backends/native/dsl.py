@@ -382,6 +382,13 @@ class Kernel:
         self._pending.append(bind)
         return array
 
+    def local(self, dtype: Any, size: builtins.int) -> Array:
+        """A 1-d array of ``size`` elements on the kernel's stack (made once, in its entry block)."""
+        t = type_of(dtype)
+        with self._at_entry():
+            pointer = self.b.alloca(_BYTE if t.is_bool else t.ir, size=ir.Constant(I64.ir, size))
+        return Array(self, t, pointer, (self.int(size),))
+
     def int_param(self) -> Value:
         return self._scalar_param(I64, "int")
 

@@ -112,7 +112,7 @@ def static_states(group: FusedGroup) -> dict[Tensor, int] | None:
     """Each group value's state when all shapes are static, every input is a scalar, the full
     shape or a trailing row of it (after any leading ones), and every output is full; else None."""
     full: tuple[int, ...] | None = None
-    for t in (*group.inputs, *group.outputs):
+    for t in (*group.inputs, *group.loop_outputs):
         shape = t.shape
         if not shape.is_fully_defined():
             return None
@@ -137,7 +137,7 @@ def static_states(group: FusedGroup) -> dict[Tensor, int] | None:
                 or (ROW in states and not description.broadcasts_rows):
             return None     # the NumPy kernel decides (and may refuse) these
         state[op.outputs[0]] = max(states)
-    if any(state[t] != FULL or tuple(t.shape.as_list()) != full for t in group.outputs):
+    if any(state[t] != FULL or tuple(t.shape.as_list()) != full for t in group.loop_outputs):
         return None
     return state
 
@@ -158,7 +158,7 @@ def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
     dimensions, each row input indexed by the trailing indices (and 0 in its leading ones).
     The extents are arguments, not constants, so that the groups of a graph that differ only
     in their sizes (a network's repeated blocks) share one module: one compile, one load."""
-    rank = len(group.outputs[0].shape.as_tuple())
+    rank = len(group.loop_outputs[0].shape.as_tuple())
     indices = [f"i{d}" for d in range(rank)]
     names: dict[Tensor, str] = {}
     before: list[str] = []    # scalar inputs (NumPy scalars) and what only they give: computed once
@@ -174,8 +174,8 @@ def generate_static_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
             row = row_dims(dims) if state[t] == ROW else dims
             at = ["0"] * (len(dims) - len(row)) + indices[rank - len(row):]
             reads.append(f"x{k} = a{k}[{', '.join(at)}]")
-    params.extend(f"o{k}" for k in range(len(group.outputs)))
-    writes = [f"o{k}[{', '.join(indices)}] = NAME{k}" for k in range(len(group.outputs))]
+    params.extend(f"o{k}" for k in range(len(group.loop_outputs)))
+    writes = [f"o{k}[{', '.join(indices)}] = NAME{k}" for k in range(len(group.loop_outputs))]
     helpers: set[str] = set()
 
     def nest(body: list[str], depth: int) -> list[str]:
@@ -200,10 +200,10 @@ def generate_source(group: FusedGroup, state: dict[Tensor, int]) -> str:
         names[t] = f"x{k}"
         (before if state[t] == SCALAR else reads).append(f"x{k} = a{k}[{index.get(state[t], '0')}]")
     writes = []
-    for k, t in enumerate(group.outputs):
+    for k, t in enumerate(group.loop_outputs):
         params.append(f"o{k}")
         writes.append(f"o{k}[{index.get(state[t], '0')}] = NAME{k}")
-    scalar_outputs = [state[t] == SCALAR for t in group.outputs]
+    scalar_outputs = [state[t] == SCALAR for t in group.loop_outputs]
     helpers: set[str] = set()
 
     def nest(body: list[str], depth: int) -> list[str]:
@@ -265,7 +265,7 @@ def _op_statements(group: FusedGroup, state: dict[Tensor, int], names: dict[Tens
                     guards.extend((arg, bound) for arg in args if target is loop)
     if outputs is not None:
         writes, scalar_outputs = outputs
-        for k, (t, write) in enumerate(zip(group.outputs, writes)):
+        for k, (t, write) in enumerate(zip(group.loop_outputs, writes)):
             line = write.replace(f"NAME{k}", names[t])
             (before if scalar_outputs is not None and scalar_outputs[k] else loop).append(line)
 

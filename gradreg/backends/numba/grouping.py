@@ -8,14 +8,20 @@ FusedGroups whose kernel evaluates all their ops in one loop.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from gradreg.backends.numba.codegen import row_dims
+import numpy as np
+
+from gradreg.backends import native
+from gradreg.backends.native.fused import ROW_TILE
+from gradreg.backends.numba.codegen import row_dims, static_states
 from gradreg.backends.numba.description import SINGLE_OP_MIN_COST, Elementwise, numba_available
-from gradreg.backends.numba.kernels import FusedGroup
+from gradreg.backends.numba.kernels import FusedGroup, SumAfter
 from gradreg.errors import GradregError
 from gradreg.model.graph import Operation, Tensor
+from gradreg.model.shape_inference import constant_value
 from gradreg.registry import get_registry
 from gradreg.registry.kernels import KernelContext
 
@@ -196,17 +202,95 @@ def fuse(order: Sequence[Operation], fed: set[Tensor], keep: set[Tensor], ctx: K
     grouper = _Grouper(order, fed, descriptions)
     clusters = grouper.run()
     plan_ops = grouper.index
+    sums = {id(c): _absorb_sums(c, grouper, fed, keep, exclude) for c in clusters
+            if len(c.members) > 1 or descriptions[c.members[0]].cost >= SINGLE_OP_MIN_COST}
+    absorbed = {op for found in sums.values() for op in found.values()}
     items: list[tuple[float, int, Any]] = []
     for op in order:
-        if op not in grouper.cluster_of:
+        if op not in grouper.cluster_of and op not in absorbed:
             items.append((grouper.index[op], grouper.index[op], op))
     for cluster in clusters:
         members = sorted(cluster.members, key=plan_ops.__getitem__)
         first = plan_ops[members[0]]
-        if len(members) == 1 and descriptions[members[0]].cost < SINGLE_OP_MIN_COST:
+        if id(cluster) not in sums:
             items.append((cluster.pos, first, members[0]))
         else:
-            group = FusedGroup(members, [descriptions[m] for m in members], keep, plan_ops)
+            found = sums[id(cluster)]
+            group = FusedGroup(members, [descriptions[m] for m in members], keep, plan_ops,
+                               {t: _sum_after(op) for t, op in found.items()})
+            if found and static_states(group) is None:
+                # only a static loop sums: the Sums run apart, the group as before
+                group = FusedGroup(members, [descriptions[m] for m in members], keep, plan_ops)
+                items.extend((plan_ops[op], plan_ops[op], op) for op in found.values())
             items.append((cluster.pos, first, group))
     items.sort(key=lambda item: item[:2])
     return [item[2] for item in items]
+
+
+# Sums taken into a group's loop (FusedGroup.sums): over the leading axes, of float values of a
+# row of at most MAX_SUMMED_ROW elements (the loop's sums are on its stack).
+MAX_SUMMED_ROW = 2 * ROW_TILE
+
+
+def _absorb_sums(cluster: _Cluster, grouper: _Grouper, fed: set[Tensor], keep: set[Tensor],
+                 exclude: set[Operation]) -> dict[Tensor, Operation]:
+    """The cluster's values that only a Sum over their leading axes reads (a batch norm's
+    gradient sums a layer's values per channel), and those Sums: the group's loop then adds up
+    each row instead of writing the value, which the Sum would read again. Only for a cluster
+    of static shape whose loop is native (the only loop with sums), each Sum keeping as many
+    trailing dims as the cluster's row inputs span."""
+    shape = cluster.shape
+    if not native.available() or shape is None or not shape.is_fully_defined():
+        return {}
+    full = shape.as_tuple()
+    members = set(cluster.members)
+    spans = set()      # the dims each row input spans (-1: an input of unknown shape)
+    for op in cluster.members:
+        for t in op.inputs:
+            if t.op in members or t.shape.rank == 0:
+                continue
+            dims = t.shape.as_tuple() if t.shape.is_fully_defined() else None
+            if dims != full:
+                spans.add(-1 if dims is None else len(row_dims(dims)))
+    found: dict[Tensor, Operation] = {}
+    for op in cluster.members:
+        t = op.outputs[0]
+        if t in keep or t in fed or t.dtype is None or not t.shape.is_fully_defined() \
+                or t.shape.as_tuple() != full \
+                or np.dtype(t.known_dtype.storage) not in (np.float32, np.float64):
+            continue
+        outside = [c for c in t.consumers_view() if c in grouper.index and c not in members]
+        if len(outside) != 1 or outside[0].type != "Sum":
+            continue
+        total = outside[0]
+        axes = _leading_axes(total, len(full))
+        if axes is None or total in exclude or total.inputs[0] is not t or total.control_inputs \
+                or total.control_outputs or any(u in fed for u in total.outputs) \
+                or math.prod(full[len(axes):]) > MAX_SUMMED_ROW:
+            continue
+        given = total.inputs[1].op
+        if given in grouper.index and grouper.position(given) >= cluster.pos:
+            continue
+        if (spans | {len(full) - len(axes)}) != {len(full) - len(axes)}:
+            continue
+        found[t] = total
+        spans.add(len(full) - len(axes))
+    return found
+
+
+def _leading_axes(total: Operation, rank: int) -> tuple[int, ...] | None:
+    """A Sum's axes when they are constant and its input's leading ones (not all), else None."""
+    value = constant_value(total.inputs[1])
+    if value is None:
+        return None
+    axes = sorted({int(a) % rank if -rank <= int(a) < rank else -1 for a in np.asarray(value).reshape(-1)})
+    if not axes or axes != list(range(len(axes))) or len(axes) >= rank or len(axes) != np.asarray(value).size:
+        return None
+    return tuple(axes)
+
+
+def _sum_after(total: Operation) -> SumAfter:
+    dims = total.inputs[0].shape.as_tuple()    # (fully known: _absorb_sums)
+    axes = _leading_axes(total, len(dims))
+    assert axes is not None
+    return SumAfter(total.outputs[0], axes, bool(total.get_attr("keep_dims")), math.prod(dims[len(axes):]))

@@ -43,17 +43,33 @@ from gradreg.model.graph import Operation, Tensor
 from gradreg.registry.kernels import Tiered
 
 
+@dataclass(frozen=True)
+class SumAfter:
+    """A Sum over the leading axes of a group's value, taken into the group's loop
+    (grouping._absorb_sums): the loop adds up each row of ``row`` elements instead of writing
+    the value, which only the Sum read. ``tensor``: the Sum's output; ``axes``/``keep``: its
+    reduction axes and keep_dims."""
+    tensor: Tensor
+    axes: tuple[int, ...]
+    keep: bool
+    row: int
+
+
 class FusedGroup:
     """Elementwise ops run as one kernel. ``inputs``: the outside tensors they read, in order;
     ``outputs``: their tensors used outside the group or fetched; ``kernel(*inputs)``
-    returns the outputs' values (bare when one); ``name``/``type`` name it in errors."""
+    returns the outputs' values (bare when one); ``name``/``type`` name it in errors.
+    ``sums``: values of the group that only a Sum over leading axes reads, and that Sum
+    (:class:`SumAfter`): ``outputs`` holds the Sum's output where ``loop_outputs``, the
+    values the loop computes, holds the summed value."""
 
     type = "Fused"
 
     def __init__(self, ops: Sequence[Operation], descriptions: Sequence[Elementwise], keep: set[Tensor],
-                 plan_ops: Iterable[Operation]):
+                 plan_ops: Iterable[Operation], sums: dict[Tensor, SumAfter] | None = None):
         self.ops = list(ops)
         self.descriptions = list(descriptions)
+        self.sums = dict(sums or {})
         members = set(self.ops)
         inputs: dict[Tensor, None] = {}
         for op in self.ops:
@@ -62,12 +78,13 @@ class FusedGroup:
                     inputs[t] = None
         self.inputs = list(inputs)
         plan_ops = set(plan_ops)
-        self.outputs = [op.outputs[0] for op in self.ops
-                        if op.outputs[0] in keep
-                        or any(c in plan_ops and c not in members for c in op.outputs[0].consumers_view())]
-        if not self.outputs:   # only a control input of something: still return a value
-            self.outputs = [self.ops[-1].outputs[0]]
-        if len(self.ops) == 1:
+        self.loop_outputs = [op.outputs[0] for op in self.ops
+                             if op.outputs[0] in keep
+                             or any(c in plan_ops and c not in members for c in op.outputs[0].consumers_view())]
+        if not self.loop_outputs:   # only a control input of something: still return a value
+            self.loop_outputs = [self.ops[-1].outputs[0]]
+        self.outputs = [self.sums[t].tensor if t in self.sums else t for t in self.loop_outputs]
+        if len(self.ops) == 1 and not self.sums:
             self.name, self.type = self.ops[0].name, self.ops[0].type
         else:
             shown = "+".join(op.name for op in self.ops[:3])
@@ -77,7 +94,7 @@ class FusedGroup:
 
         def build() -> Callable[..., Any]:
             return general if static is None else _static_kernel(self, static, general)
-        elements = self.outputs[0].shape.num_elements() or 0
+        elements = self.loop_outputs[0].shape.num_elements() or 0
         self.kernel = Tiered(general.fallback_call, build, self.name,
                              weight=elements * sum(d.cost for d in self.descriptions))
 
@@ -118,7 +135,7 @@ class _GroupKernel:
     def __init__(self, group: FusedGroup):
         self.group = group
         self.in_dtypes = [t.known_dtype.storage for t in group.inputs]
-        self.out_dtypes = [t.known_dtype.storage for t in group.outputs]
+        self.out_dtypes = [t.known_dtype.storage for t in group.loop_outputs]
         self.variants: dict[tuple[int, ...], Any] = {}   # input states -> _Variant (None: being built)
         self.lock = threading.Lock()
         self.last: tuple[Any, ...] | None = None
@@ -141,6 +158,8 @@ class _GroupKernel:
         return self.call(args)
 
     def call(self, args: Sequence[Any]) -> Any:
+        if self.group.sums:
+            return self.fallback(args)      # (only the static loop has sums)
         arrays = []
         shape = ()
         for a, dtype in zip(args, self.in_dtypes):
@@ -212,6 +231,8 @@ class _GroupKernel:
                 raise ExecutionError(f"{describe_node(group.name, group.type)}: in "
                                      f"{describe_node(op.name, op.type)}: {type(exc).__name__}: {exc}",
                                      group.name, group.type) from exc
+        for t, after in group.sums.items():
+            values[after.tensor] = np.sum(values[t], axis=after.axes, keepdims=after.keep)
         results = [values[t] for t in group.outputs]
         return results[0] if len(results) == 1 else tuple(results)
 
@@ -236,36 +257,50 @@ def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: _GroupK
     # loop is compiled for C-contiguous arrays only.
     contiguous = " and ".join(f"{a}.flags.c_contiguous" for a in arrays) or "True"
     copies = "".join(f"            {a} = ascontiguousarray({a})\n" for a in arrays) or "            pass\n"
-    full: tuple[int, ...] = tuple(group.outputs[0].shape.as_tuple())
-    outs = [f"o{k}" for k in range(len(group.outputs))]
+    full: tuple[int, ...] = tuple(group.loop_outputs[0].shape.as_tuple())
+    outs = [f"o{k}" for k in range(len(group.loop_outputs))]
+    loop = _native("static_loop", group, state)
+    # a summed value's loop output is its rows' sums (SumAfter), reshaped to the Sum's shape;
+    # numba's loop (no native one here) writes the value, summed after
+    summed = {k: group.sums[t] for k, t in enumerate(group.loop_outputs) if t in group.sums}
+    in_loop = summed if loop is not None else {}
     donors = _donors(group, state, full)
-    allocate = "".join(f"        o{k} = a{donors[k]} if {_sole_owner(f'a{donors[k]}')} else empty(full, e{k})\n"
+    allocate = "".join(f"        o{k} = empty(({summed[k].row},), e{k})\n" if k in in_loop else
+                       f"        o{k} = a{donors[k]} if {_sole_owner(f'a{donors[k]}')} else empty(full, e{k})\n"
                        if k in donors else f"        o{k} = empty(full, e{k})\n" for k in range(len(outs)))
+    results = [(f"o{k}.reshape(r{k})" if k in in_loop else f"add_rows(o{k}, axis={summed[k].axes}, "
+                f"keepdims={summed[k].keep})") if k in summed else f"o{k}" for k in range(len(outs))]
     work = math.prod(full) * len(group.ops)
     extents = [str(n) for n in full[1:]]    # the loop's inner extents (arguments: see the codegen)
-    call = (f"fused(0, {', '.join([str(full[0])] + extents + params + outs)})" if work < 2 * WORK_PER_THREAD else
-            f"launch(fused, {full[0]}, {work}, ({', '.join(extents + params + outs)},))")
+    if work < 2 * WORK_PER_THREAD:
+        call = f"fused(0, {', '.join([str(full[0])] + extents + params + outs)})"
+    elif in_loop:
+        call = (f"launch_sums(fused, {full[0]}, {work}, ({', '.join(extents + params)},), "
+                f"({', '.join(outs)},), {tuple(in_loop)})")
+    else:
+        call = f"launch(fused, {full[0]}, {work}, ({', '.join(extents + params + outs)},))"
     source = (f"def run({', '.join(params)}):\n"
               f"    if {checks}:\n"
               f"        if not ({contiguous}):\n"
               f"{copies}"
               f"{allocate}"
               f"        {call}\n"
-              f"        return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}\n"
+              f"        return {results[0] if len(results) == 1 else '(' + ', '.join(results) + ',)'}\n"
               f"    return general({', '.join(params)})\n")
     scope: dict[str, Any] = {"ndarray": np.ndarray, "general": general, "ascontiguousarray": np.ascontiguousarray,
-                             "empty": np.empty, "full": full, "launch": _launch, "refs": sys.getrefcount,
-                             "HANDED": _HANDED}
+                             "empty": np.empty, "full": full, "launch": _launch, "launch_sums": _launch_sums,
+                             "add_rows": np.sum, "refs": sys.getrefcount, "HANDED": _HANDED}
     specs: list[tuple[Any, int]] = [(np.dtype(np.int64), 0)] * (len(full) + 1)   # lo, hi, extents
     for k, t in enumerate(group.inputs):
         shape = tuple(t.shape.as_list())
         scope[f"s{k}"] = shape
         scope[f"d{k}"] = t.known_dtype.storage.type if state[t] == SCALAR else t.known_dtype.storage
         specs.append((t.known_dtype.storage, 0 if state[t] == SCALAR else len(shape)))
-    for k, t in enumerate(group.outputs):
+    for k, t in enumerate(group.loop_outputs):
         scope[f"e{k}"] = np.bool_ if t.dtype is dtypes.bool_ else t.known_dtype.storage
         specs.append((scope[f"e{k}"], len(full)))
-    loop = _native("static_loop", group, state)
+        if k in summed:
+            scope[f"r{k}"] = tuple(summed[k].tensor.shape.as_list())
     if loop is None:
         loop = load_kernel(generate_static_source(group, state))
         precompile(loop, specs, (False,) * (len(full) + 1) + general.readonly)     # (lo, hi, extents) then the inputs
@@ -283,7 +318,9 @@ def _donors(group: FusedGroup, state: dict[Tensor, int], full: tuple[int, ...]) 
     if _HANDED is None or guarded(group, state):
         return {}
     donors: dict[int, int] = {}
-    for k, out in enumerate(group.outputs):
+    for k, out in enumerate(group.loop_outputs):
+        if out in group.sums:
+            continue
         storage = np.dtype(np.bool_) if out.dtype is dtypes.bool_ else out.known_dtype.storage
         for j, t in enumerate(group.inputs):
             if j not in donors.values() and state[t] == FULL and tuple(t.shape.as_tuple()) == full \
@@ -336,6 +373,24 @@ def _launch(loop: Any, outer: int, work: int, args: tuple[Any, ...]) -> None:
     workers.parallel(lambda i: loop(pieces[i][0], pieces[i][1], *args), len(pieces), parts)
 
 
+def _launch_sums(loop: Any, outer: int, work: int, args: tuple[Any, ...], outs: tuple[np.ndarray, ...],
+                 summed: tuple[int, ...]) -> None:
+    """:func:`_launch` for a loop with sums (FusedGroup.sums): each piece sums its own rows
+    into a row of its own, added up after."""
+    parts = min(threads.threads_for(work, WORK_PER_THREAD), outer)
+    if parts <= 1:
+        loop(0, outer, *args, *outs)
+        return
+    pieces = workers.split(outer, min(outer, PIECES_PER_THREAD * parts))
+    partial = {k: np.empty((len(pieces), outs[k].size), outs[k].dtype) for k in summed}
+
+    def piece(i: int) -> None:
+        loop(pieces[i][0], pieces[i][1], *args, *[partial[k][i] if k in partial else o for k, o in enumerate(outs)])
+    workers.parallel(piece, len(pieces), parts)
+    for k, rows in partial.items():
+        np.add.reduce(rows, axis=0, out=outs[k])
+
+
 @dataclass
 class _Variant:
     """The loop for one pattern of input states (None: the NumPy kernels decide), and the
@@ -345,6 +400,8 @@ class _Variant:
 
     @staticmethod
     def build(group: FusedGroup, input_states: tuple[int, ...], readonly: tuple[bool, ...] = ()) -> _Variant:
+        if group.sums:
+            return _Variant(None, [])     # the general loops have no sums: the NumPy kernels
         state = dict(zip(group.inputs, input_states))
         for op, description in zip(group.ops, group.descriptions):
             states = [state[t] for t in op.inputs]
@@ -357,9 +414,9 @@ class _Variant:
         if loop is None:
             loop = load_kernel(generate_source(group, state))
             specs: list[tuple[Any, int]] = [(np.dtype(np.int64), 0), (np.dtype(np.int64), 0)]
-            specs += [(t.known_dtype.storage, 1) for t in (*group.inputs, *group.outputs)]
+            specs += [(t.known_dtype.storage, 1) for t in (*group.inputs, *group.loop_outputs)]
             precompile(loop, specs, (False, False, *readonly))
-        return _Variant(loop, [state[t] for t in group.outputs])
+        return _Variant(loop, [state[t] for t in group.loop_outputs])
 
 
 def _native(form: str, group: FusedGroup, state: dict[Tensor, int]) -> Any:
