@@ -626,14 +626,11 @@ def test_a_handed_over_input_is_taken_only_when_nothing_else_holds_it(rng):
 
 @pytest.mark.skipif(not native.available(), reason="native kernels are unavailable here")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_short_rows_are_tiled_and_every_element_is_computed_once(rng, dtype):
-    """Rows shorter than ROW_TILE run from copies repeated to ROW_TILE or more elements
-    (native.fused._elements): rows of every length around the limits, row counts that are not
-    a multiple of the repeat, a bool row, and the rows cut into pieces as threads take them
-    (each piece starts at a row the repeat does not divide) give NumPy's values, in the static
-    and the general loops."""
-    tile = native_fused.ROW_TILE
-    for channels in (2, 3, 10, 16, 40, tile - 1, tile, tile + 2):
+def test_rows_of_every_length_give_every_element_once(rng, dtype):
+    """Native loops over rows (native.fused._elements): rows of a few elements to more than
+    the vectorized loop's pass, odd row counts, a bool row, and the rows cut into pieces as
+    threads take them give NumPy's values, in the static and the general loops."""
+    for channels in (2, 3, 10, 16, 40, 127, 128, 130):
         for rows in (1, 7, 13, 50):
             graph = gr.Graph()
             with graph.as_default():
@@ -680,11 +677,11 @@ def _plan_sums(session, fetches, feeds):
 def test_a_sum_over_leading_axes_is_taken_into_the_group(rng, dtype, monkeypatch):
     """A value only a Sum over its leading axes reads (a batch norm's gradient) is summed in
     the group's loop, row by row, and never written: with keep_dims or not, rows of every
-    length around the tiling, the rows split over threads (each piece summing its own), a
+    length up to the longest summed, the rows split over threads (each piece summing its own), a
     loop run twice (float32 sin beyond its fast range) summing once, and numba's loop (where
     there is no native one) writing the value for the wrapper to sum."""
     from gradreg.backends.numba import grouping
-    for channels in (2, 3, 12, native_fused.ROW_TILE + 3, grouping.MAX_SUMMED_ROW):
+    for channels in (2, 3, 12, 131, grouping.MAX_SUMMED_ROW):
         graph = gr.Graph()
         with graph.as_default():
             x = gr.placeholder(dtype, [4, 5, 6, channels], name="x")

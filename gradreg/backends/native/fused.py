@@ -410,10 +410,10 @@ def _body(k: Kernel, group: FusedGroup, state: dict[Tensor, int], values: dict[T
 
     sums = _Sums(k, group, outputs)
 
-    def elements(i: Value, c: Value, exact: bool, row_arrays: dict[Tensor, Array]) -> None:
+    def elements(i: Value, c: Value, exact: bool) -> None:
         inner = dict(values)
         for t, a in arrays.items():
-            inner[t] = row_arrays[t][c] if state[t] == ROW else a[i]
+            inner[t] = a[c] if state[t] == ROW else a[i]
         guards: list[Value] | None = [] if big is not None and not exact else None
         _op_values(k, group, state, inner, scalar=False, exact=exact, guards=guards)
         for v in guards or ():
@@ -425,100 +425,60 @@ def _body(k: Kernel, group: FusedGroup, state: dict[Tensor, int], values: dict[T
             elif not is_scalar:
                 o[c if state[t] == ROW else i] = inner[t]
 
-    rows = {t: a for t, a in arrays.items() if state[t] == ROW}
-    # rows are tiled only where every output is of the full shape (a row output is one row)
-    by_rows = bool(rows or sums.acc)
-    tiling = _tiling(k, m) if by_rows and all(state[t] != ROW for t in group.loop_outputs) else None
+    by_rows = ROW in state.values() or bool(sums.acc)
     sums.clear()
-    _elements(k, rows, by_rows, tiling, start, stop, m, lambda i, c, r: elements(i, c, False, r))
+    _elements(k, by_rows, start, stop, m, lambda i, c: elements(i, c, False))
     if big is not None:
         with k.if_(big.value):
             sums.clear()
-            _elements(k, rows, by_rows, tiling, start, stop, m, lambda i, c, r: elements(i, c, True, r))
-    sums.fold(m, tiling[1] if tiling is not None else k.int(1))
+            _elements(k, by_rows, start, stop, m, lambda i, c: elements(i, c, True))
+    sums.fold(m)
+
+
+# The longest row a loop sums (FusedGroup.sums): its float64 sums are on the loop's stack.
+SUMMED_ROW_MAX = 256
 
 
 class _Sums:
     """A loop's summed values (FusedGroup.sums): each row added into float64 sums on the
-    stack (one set a repeat of the row when rows are tiled), folded into the output row at
-    the end."""
+    stack, stored into the output row at the end."""
 
     def __init__(self, k: Kernel, group: FusedGroup, outputs: list[Array]):
         self.k = k
-        self.acc = {t: k.local(np.float64, 2 * ROW_TILE) for t in group.loop_outputs if t in group.sums}
+        self.acc = {t: k.local(np.float64, SUMMED_ROW_MAX) for t in group.loop_outputs if t in group.sums}
         self.outputs = {t: o for t, o in zip(group.loop_outputs, outputs) if t in group.sums}
 
     def clear(self) -> None:
         for acc in self.acc.values():
-            for j in self.k.range(2 * ROW_TILE):
+            for j in self.k.range(SUMMED_ROW_MAX):
                 acc[j] = self.k.const(0.0, F64)
 
     def add(self, t: Tensor, c: Value, value: Value) -> None:
         acc = self.acc[t]
         acc[c] = acc[c] + value.cast(F64)
 
-    def fold(self, m: Value, times: Value) -> None:
-        """Each output row: the sums of its ``times`` repeats."""
-        k = self.k
+    def fold(self, m: Value) -> None:
         for t, acc in self.acc.items():
             out = self.outputs[t]
+            for c in self.k.range(m):
+                out[c] = acc[c].cast(type_of(_storage(t)))
+
+
+def _elements(k: Kernel, by_rows: bool, start: Value, stop: Value, m: Value,
+              body: Callable[[Value, Value], None]) -> None:
+    """``body(i, c)`` over the flattened elements start..stop: i the element, c its place in a
+    row of ``m`` when ``by_rows`` (else i again)."""
+    if by_rows:
+        safe = k.where(m == 0, 1, m)
+        first = k.where(m == 0, 0, Value(k, I64, k.b.sdiv(start.ir, safe.ir)))
+        last = k.where(m == 0, 0, Value(k, I64, k.b.sdiv(stop.ir, safe.ir)))
+        for r in k.range(first, last):
+            base = r * m
             for c in k.range(m):
-                total = k.var(acc[c])
-                for j in k.range(1, times):
-                    total.value = total.value + acc[j * m + c]
-                out[c] = total.value.cast(type_of(_storage(t)))
-
-
-# A row shorter than ROW_TILE elements is repeated to ROW_TILE or more in a buffer on the stack,
-# and the loop runs over that many elements at a time: LLVM's vectorized inner loop takes 32
-# float32 elements a pass, so rows of a few channels (NHWC's 8-20) ran in its scalar remainder.
-# A (8192, C) loop with two rows broadcast, float32: C = 10 34.6 -> 16.1 us, 12 30.5 -> 20.2,
-# 16 29.8 -> 23.1, 20 42.3 -> 30.6, 40 76.5 -> 60.7 (tiling to 64 gained less at 14-18).
-ROW_TILE = 128
-
-
-def _tiling(k: Kernel, m: Value) -> tuple[Value, Value]:
-    """Whether rows of ``m`` are repeated (shorter than ROW_TILE) and how many times."""
-    short = (m > 0) & (m < ROW_TILE)
-    safe = k.where(m == 0, 1, m)
-    return short, k.where(short, Value(k, I64, k.b.sdiv((m + (ROW_TILE - 1)).ir, safe.ir)), 1)
-
-
-def _elements(k: Kernel, rows: dict[Tensor, Array], by_rows: bool, tiling: tuple[Value, Value] | None,
-              start: Value, stop: Value, m: Value, body: Callable[[Value, Value, dict[Tensor, Array]], None]) -> None:
-    """``body(i, c, rows)`` over the flattened elements start..stop: i the element, c its place
-    in a row of ``m`` when ``by_rows`` (else i again), the rows read from ``rows`` or, with a
-    ``tiling`` (_tiling), from their copies repeated to ROW_TILE or more elements (c then runs
-    past m) for as many rows at a time."""
-    if not by_rows:
+                body(base + c, c)
+    else:
         for i in k.range(start, stop):
-            body(i, i, rows)
-        return
-    safe = k.where(m == 0, 1, m)
-    first = k.where(m == 0, 0, Value(k, I64, k.b.sdiv(start.ir, safe.ir)))
-    last = k.where(m == 0, 0, Value(k, I64, k.b.sdiv(stop.ir, safe.ir)))
-    rest = first
-    if tiling is not None:
-        short, times = tiling
-        length = m * times                       # < 2 * ROW_TILE
-        blocks = k.where(short, Value(k, I64, k.b.sdiv((last - first).ir, times.ir)), 0)
-        copies = {}
-        for t, a in rows.items():
-            copy = copies[t] = k.local(a.type.dtype, 2 * ROW_TILE)
-            with k.if_(short):
-                for j in k.range(times):
-                    at = j * m
-                    for c in k.range(m):
-                        copy[at + c] = a[c]
-        for b in k.range(blocks):
-            base = (first + b * times) * m
-            for c in k.range(length):
-                body(base + c, c, copies)
-        rest = first + blocks * times
-    for r in k.range(rest, last):
-        base = r * m
-        for c in k.range(m):
-            body(base + c, c, rows)
+            body(i, i)
 
 
 _lock = threading.Lock()

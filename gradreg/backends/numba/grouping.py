@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gradreg.backends import native
-from gradreg.backends.native.fused import ROW_TILE
+from gradreg.backends.native.fused import SUMMED_ROW_MAX
 from gradreg.backends.numba.codegen import row_dims, static_states
 from gradreg.backends.numba.description import SINGLE_OP_MIN_COST, Elementwise, numba_available
 from gradreg.backends.numba.kernels import FusedGroup, SumAfter
@@ -229,7 +229,7 @@ def fuse(order: Sequence[Operation], fed: set[Tensor], keep: set[Tensor], ctx: K
 
 # Sums taken into a group's loop (FusedGroup.sums): over the leading axes, of float values of a
 # row of at most MAX_SUMMED_ROW elements (the loop's sums are on its stack).
-MAX_SUMMED_ROW = 2 * ROW_TILE
+MAX_SUMMED_ROW = SUMMED_ROW_MAX
 
 
 def _absorb_sums(cluster: _Cluster, grouper: _Grouper, fed: set[Tensor], keep: set[Tensor],
