@@ -211,13 +211,15 @@ DIRECT_GEOMETRIES = [((1, 1), (1, 1), "SAME", ()), ((1, 1), (1, 1), "VALID", ())
 @pytest.mark.parametrize("geometry", DIRECT_GEOMETRIES)
 @pytest.mark.parametrize("c, out, window, size", [(3, 8, (3, 3), (9, 23)), (16, 4, (3, 3), (6, 19)),
                                                  (5, 6, (2, 3), (7, 13)), (1, 1, (3, 2), (4, 5)),
-                                                 (4, 16, (1, 1), (5, 6)), (12, 10, (3, 3), (5, 14))])
+                                                 (4, 16, (1, 1), (5, 6)), (12, 10, (3, 3), (5, 14)),
+                                                 (12, 2, (3, 3), (5, 14))])
 def test_direct_conv(dtype, geometry, c, out, window, size):
     """Conv2D and its backprops by the direct loops (nn/conv.py's direct form) against the
     NumPy forms: widths whose inside columns leave every rest of a block (4, 2, 1), windows
     reaching into the padding on every side, strides, dilations, channels from 1 to 16 (10 and
-    12: vectors in parts of 8 and 2, 8 and 4 lanes), a 1x1 strided window; inputs whose memory
-    is guarded by NaN."""
+    12: vectors in parts of 8 and 2, 8 and 4 lanes), a 1x1 strided window, the filter gradient
+    in vectors of the input's channels where they are few outputs (16 -> 4, 12 -> 2); inputs
+    whose memory is guarded by NaN."""
     from gradreg_plugins.nn import conv
     from gradreg_plugins.nn.windows import Geometry
     strides, dilations, padding, explicit = geometry
@@ -247,8 +249,15 @@ def test_direct_conv(dtype, geometry, c, out, window, size):
     tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     direct_y = conv._forward(c_, x, f, dtype, direct=forward)
     np.testing.assert_allclose(direct_y, conv._forward(c_, x, f, dtype), **tol)
+    want_df = conv._backprop_filter(c_, x, dy, dtype)
     direct_df = conv._backprop_filter(c_, x, dy, dtype, direct=filt)
-    np.testing.assert_allclose(direct_df, conv._backprop_filter(c_, x, dy, dtype), **tol)
+    np.testing.assert_allclose(direct_df, want_df, **tol)
+    if (c, out) in ((16, 4), (12, 2)):
+        assert conv._filter_wide(c, out, itemsize) is (dtype == np.float32 or c == 12)
+    if conv._filter_wide(c, out, itemsize):
+        wide = conv.DirectLoop(native_kernels.direct_conv_loop(t, "filter_wide", c, out), c, t, out)
+        np.testing.assert_allclose(conv._backprop_filter(c_, x, dy, dtype, direct=wide), want_df, **tol)
+        assert conv._direct_takes(wide, c_, c, x, dy) is (not c_.pointwise)
     want_dx = conv._backprop_input(c_, f, dy, dtype)
     np.testing.assert_allclose(conv._backprop_input(c_, f, dy, dtype, direct=backward), want_dx, **tol)
     # the direct form ran (it gives other roundings than im2col's products: not bit-equal everywhere)
@@ -326,12 +335,19 @@ def test_direct_form_by_static_shapes():
             df = gr.apply_op("Conv2DBackpropFilter", x, gr.constant(filt), dy, strides=strides, padding="SAME")
         return conv.direct_form(y.op, "forward"), conv.direct_form(dx.op, "input"), conv.direct_form(df.op, "filter")
     one = [1, 1, 1, 1]
-    assert forms([2, 8, 8, 16], [3, 3, 16, 4], one) == ((4, 8), (16, 4), (4, 8))
-    assert forms([2, 8, 8, 3], [3, 3, 3, 8], [1, 2, 2, 1]) == ((8, 8), None, (8, 3))   # strided: no input form
-    assert forms([2, 8, 8, 8], [3, 3, 8, 8], one, gr.float64) == ((8, 4), (8, 4), (8, 4))
+    # the filter gradient of a few output channels: vectors of the input's channels (filter_wide)
+    assert forms([2, 8, 8, 16], [3, 3, 16, 4], one) == (("forward", 4, 8), ("forward", 16, 4),
+                                                        ("filter_wide", 16, 4))
+    assert forms([2, 8, 8, 16], [3, 3, 16, 4], one, gr.float64)[2] == ("filter", 4, 8)   # 32 bytes: a register
+    assert forms([2, 8, 8, 32], [3, 3, 32, 4], one)[2] == ("filter", 4, 8)     # 4 vectors of 4 registers: too many
+    assert forms([2, 8, 8, 3], [3, 3, 3, 8], [1, 2, 2, 1]) == (("forward", 8, 8), None,   # strided: no input form
+                                                           ("filter", 8, 3))
+    assert forms([2, 8, 8, 8], [3, 3, 8, 8], one, gr.float64) == (("forward", 8, 4), ("forward", 8, 4),
+                                                                  ("filter", 8, 4))
     assert forms([2, 8, 8, 16], [1, 1, 16, 4], one) == (None, None, None)              # pointwise: a product
     assert forms([2, 8, 8, 64], [3, 3, 64, 64], one) == (None, None, None)             # 256 bytes of channels
-    assert forms([2, 8, 8, 32], [3, 3, 32, 32], one) == ((32, 2), (32, 2), None)       # 4 KiB a tap's gradient
+    assert forms([2, 8, 8, 32], [3, 3, 32, 32], one) == (("forward", 32, 2), ("forward", 32, 2),
+                                                         None)                         # 4 KiB a tap's gradient
     assert forms([2, 8, 8, None], [3, 3, None, 4], one) is None                        # unknown channels
     assert forms([2, 8, 8, 4], [3, 3, 4, 4], one, gr.float16) == (None, None, None)
     # accumulators: 8 registers of 32 bytes, a vector's part of a power of two lanes one at least
@@ -411,14 +427,18 @@ def test_max_pool_grad(dtype, strides, window, top, left, batch):
 # -- numba_kernels takes the native loops ----------------------------------------------------------------
 
 def test_numba_kernels_build_the_native_loops():
+    from gradreg_plugins.nn import conv
     f32 = np.dtype(np.float32)
     assert numba_kernels._loop(f32, "softmax") is native_kernels.loop(f32, "softmax")
     assert numba_kernels._depthwise_loop(f32, "input", True) is native_kernels.depthwise_loop(f32, "input", True)
     assert numba_kernels._conv_loop(f32, "col2im") is native_kernels.conv_loop(f32, "col2im")
     assert numba_kernels._pool_loop(f32) is native_kernels.max_pool_grad_loop(f32)
-    direct = numba_kernels._direct_loop(f32, "input", 16, 4)
+    direct = numba_kernels._direct_loop(f32, conv.DirectForm("forward", 16, 4))
     assert direct.run is native_kernels.direct_conv_loop(f32, "forward", 16, 4)     # an input backprop's
-    assert (direct.channels, direct.dtype) == (16, f32)
+    assert (direct.channels, direct.dtype, direct.outputs) == (16, f32, 0)
+    wide = numba_kernels._direct_loop(f32, conv.DirectForm("filter_wide", 16, 4))
+    assert wide.run is native_kernels.direct_conv_loop(f32, "filter_wide", 16, 4)
+    assert (wide.channels, wide.outputs) == (16, 4)
 
 
 def test_numba_kernels_fall_back_to_numba(monkeypatch):

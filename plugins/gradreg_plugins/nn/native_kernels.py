@@ -454,14 +454,44 @@ def _direct_filter(k: Kernel, dtype: np.dtype, channels: int, block: int) -> Non
                 inputs(i, j, c0, 1)
 
 
+def _direct_filter_wide(k: Kernel, dtype: np.dtype, channels: int, block: int) -> None:
+    # filter_wide(x, dy, df, ...): the filter loop's arguments, for ``block`` output channels
+    # (a few: as vectors, they would fill part of a register) and ``channels`` input channels:
+    # each tap's gradient is ``block`` vectors of the input's channels, each input row loaded
+    # once and multiplied by each output channel's gradient.
+    x, dy, df = (k.array(dtype, 4) for _ in range(3))
+    geometry = _Geometry(k)
+    n0, n1 = k.int_param(), k.int_param()
+    y0, y1, x0, x1 = (k.array(np.int64, 1) for _ in range(4))
+    sh, sw, dh, dw, top, left = geometry.sh, geometry.sw, geometry.dh, geometry.dw, geometry.top, geometry.left
+    vec = k.vector(x.type, channels)
+    lanes = k.local(dtype, channels)
+    for i in k.range(df.shape[0]):
+        for j in k.range(df.shape[1]):
+            sums = [vec.var(vec.zero()) for _ in range(block)]
+            for n in k.range(n0, n1):
+                for y in k.range(y0[i], y1[i]):
+                    for at in k.range(x0[j], x1[j]):
+                        row = vec.load(x, n, y * sh + i * dh - top, at * sw + j * dw - left, 0)
+                        g = dy.sub(n, y, at)
+                        for o in range(block):
+                            sums[o].value = vec.fma(row, vec.splat(g[o]), sums[o].value)
+            for o in range(block):       # df[i, j, :, o]: strided, through the stack
+                vec.store(sums[o].value, lanes, 0)
+                for c in k.range(channels):
+                    df[i, j, c, o] = lanes[c]
+
+
 _DIRECT: dict[str, Callable[[Kernel, np.dtype, int, int], None]] = {
-    "forward": _direct_forward, "filter": _direct_filter}
+    "forward": _direct_forward, "filter": _direct_filter, "filter_wide": _direct_filter_wide}
 
 
 def direct_conv_loop(dtype: Any, kind: str, channels: int, block: int) -> Loop:
-    """The direct convolution loop of ``kind`` ("forward", "filter") for arrays of ``dtype``
-    whose output channels (forward) or filter gradient's (filter) number ``channels``, holding
-    ``block`` accumulators (nn/conv.direct_block), compiled now."""
+    """The direct convolution loop of ``kind`` ("forward", "filter", "filter_wide") for arrays
+    of ``dtype`` whose output channels (forward) or filter gradient's (filter) number
+    ``channels``, holding ``block`` accumulators (nn/conv.direct_block), compiled now;
+    "filter_wide": vectors of ``channels`` input channels, one for each of ``block`` output
+    channels."""
     return _direct_conv_loop(np.dtype(dtype), kind, int(channels), int(block))
 
 

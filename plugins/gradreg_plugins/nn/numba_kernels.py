@@ -602,12 +602,15 @@ def _conv_loop(dtype: np.dtype, name: str):
 _CONV_FORMS = {"forward": ("gather", "gather"), "input": ("scatter", "col2im"), "filter": ("spread", "spread")}
 
 
-def _direct_loop(dtype: np.dtype, kind: str, channels: int, block: int):
-    """The direct loop of a convolution kernel's ``kind`` (an input backprop runs a forward
-    loop over the input's channels) as conv.DirectLoop, compiled now; None where native kernels
-    are unavailable."""
-    loop = _native("direct_conv_loop", dtype, "filter" if kind == "filter" else "forward", channels, block)
-    return None if loop is None else conv_kernels.DirectLoop(loop, channels, np.dtype(dtype))
+def _direct_loop(dtype: np.dtype, form: conv_kernels.DirectForm):
+    """The direct loop ``form`` of a convolution kernel (conv.direct_form: an input backprop
+    runs a forward loop over the input's channels) as conv.DirectLoop, compiled now; None where
+    native kernels are unavailable."""
+    loop = _native("direct_conv_loop", dtype, form.loop, form.channels, form.block)
+    if loop is None:
+        return None
+    outputs = form.block if form.loop == "filter_wide" else 0     # (its accumulators: one an output channel)
+    return conv_kernels.DirectLoop(loop, form.channels, np.dtype(dtype), outputs)
 
 
 def _conv_factory(kernel_factory, kind: str):
@@ -632,7 +635,7 @@ def _conv_factory(kernel_factory, kind: str):
 
         def build():
             if direct is not None:
-                built = _direct_loop(storage, kind, *direct)
+                built = _direct_loop(storage, direct)
                 if built is not None:
                     return kernel_factory(op, ctx, direct=built)
             if not may_run:
