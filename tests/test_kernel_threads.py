@@ -139,6 +139,28 @@ def test_a_sleeping_worker_is_woken():
     assert workers.parallel(lambda i: i * 5, 2) == [0, 5]
 
 
+def test_a_call_may_ask_its_workers_to_linger():
+    """A call's ``linger``: its workers spin that long after its task before they sleep (a
+    long fused loop's, workers.LONG_LINGER_SECONDS); the next call's default spin applies to
+    the task after."""
+    pool = spin_pool()
+    asleep = pool.state[2::workers.SpinPool.SLOT]
+
+    def wait_asleep(limit):
+        start = time.perf_counter()
+        while not asleep.all():
+            if time.perf_counter() - start > limit:
+                return False
+            time.sleep(0.001)
+        return True
+    assert workers.parallel(lambda i: i, 2, linger=0.5) == [0, 1]
+    time.sleep(0.1)
+    assert not asleep[0], "the worker slept before its linger was over"
+    assert wait_asleep(5.0)
+    assert workers.parallel(lambda i: i, 2) == [0, 1]
+    assert wait_asleep(0.1)          # the default: SPIN_SECONDS (0.5 ms) and a wake-up
+
+
 def test_concurrent_callers_each_get_their_own_results():
     spin_pool()
     errors, results = [], {}

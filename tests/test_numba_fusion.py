@@ -439,17 +439,23 @@ def test_a_large_group_is_split_over_threads_with_the_same_result(rng, monkeypat
         y = gr.tanh(x * 0.5 + 1.0) * gr.sigmoid(x) - gr.cos(x)
     value = rng.standard_normal((300, 1000)).astype(np.float32)
     want = run(graph, [y], {x: value}, "numpy")[0]
-    calls = []
+    calls, lingers = [], []
     original = fused_kernels.workers.parallel
 
-    def counted(fn, parts, threads=None):
+    def counted(fn, parts, threads=None, linger=None):
         calls.append(threads)
-        return original(fn, parts, threads)
+        lingers.append(linger)
+        return original(fn, parts, threads, linger)
     monkeypatch.setattr(fused_kernels.threads, "threads_for", lambda work, per_thread: 3)
     monkeypatch.setattr(fused_kernels.workers, "parallel", counted)
     got = gr.Session(graph, backend="numba").run(y, {x: value})
     assert calls == [3]
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+    # 300k elements by 7 ops: under LONG_LOOP_WORK, the pool's short spin; a longer loop lingers
+    assert 300 * 1000 * 7 < fused_kernels.LONG_LOOP_WORK and lingers == [None]
+    monkeypatch.setattr(fused_kernels, "LONG_LOOP_WORK", 1)
+    assert np.allclose(gr.Session(graph, backend="numba").run(y, {x: value}), want, rtol=2e-6, atol=1e-6)
+    assert lingers == [None, fused_kernels.workers.LONG_LINGER_SECONDS]
 
 
 def test_compile_cost_is_bounded_long_chains_split_and_a_budget_per_plan(monkeypatch):

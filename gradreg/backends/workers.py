@@ -9,7 +9,8 @@ only for a part a worker has started. That is how gradreg keeps its speed beside
 neighbours without watching the machine's load.
 
 Once numba is loaded the workers spin for SPIN_SECONDS after each task (in compiled code,
-without the GIL: gradreg.backends.spin), then sleep: waking a sleeping worker costs 40-200 us on
+without the GIL: gradreg.backends.spin; a call may ask for longer, LONG_LINGER_SECONDS after a
+long fused loop), then sleep: waking a sleeping worker costs 40-200 us on
 a 2-vCPU VM, more than the kernels a CNN step splits take; a spinning one takes a task in
 ~15 us. Without numba (or with GRADREG_SPIN=0) a sleeping executor serves. The workers are the
 process's cores less one (the caller is the other), made on first use; a forked child makes
@@ -37,6 +38,12 @@ if TYPE_CHECKING:
 # sleeps: a CNN step's parallel kernels come 50-500 us apart. TensorFlow's and OpenBLAS's pools
 # spin likewise.
 SPIN_SECONDS = 0.0005
+# A call may ask its workers to spin longer after its task (:func:`parallel`'s ``linger``): a
+# fused loop of milliseconds (20 ops on 1M floats) is usually called again soon, and on a VM a
+# worker that slept through the gap between calls came back slow for the next several calls
+# (the 20-op chain after 0.5 s idle: 8-12 ms a call against 6.5 ms back to back; lingering
+# 50 ms, 6.7-7.7 ms). NumPy's OpenBLAS threads spin ~110 ms after each product.
+LONG_LINGER_SECONDS = 0.05
 
 
 class SpinPool:
@@ -52,7 +59,8 @@ class SpinPool:
     def __init__(self, workers: int):
         from gradreg.backends import spin  # imported once a compiled kernel splits work
         self.wait_change, self.publish = spin.compiled()
-        self.spins = max(1000, int(spin.reads_per_second() * SPIN_SECONDS))
+        self.rate = spin.reads_per_second()
+        self.spins = self.spins_for(SPIN_SECONDS)
         self.state = np.zeros(workers * self.SLOT, np.int64)
         # compiled (or loaded) here, not at the first post: there, in the caller's call, behind
         # numba's compiler lock, which the background builder holds for seconds as it compiles
@@ -65,12 +73,16 @@ class SpinPool:
         for w in range(workers):
             threading.Thread(target=self._work, args=(w,), name=f"gradreg-kernel-{w}", daemon=True).start()
 
+    def spins_for(self, seconds: float) -> int:
+        return max(1000, int(self.rate * seconds))
+
     def _work(self, w: int) -> None:
         state, base, seen = self.state, w * self.SLOT, 0
         wakeup = self.wakeups[w]
         adopted = False     # the plan allocator, for the arrays a task makes (once it is made)
+        spins = self.spins
         while True:
-            if not self.wait_change(state, base, seen, self.spins):
+            if not self.wait_change(state, base, seen, spins):
                 with wakeup:
                     state[base + 2] = 1
                     while int(state[base]) == seen:
@@ -81,7 +93,7 @@ class SpinPool:
                 adopted = allocator.adopt()
             # The task stays in ``tasks`` (a caller may post the next one meanwhile: clearing it
             # here could drop that one); what it holds is let go by the call it belongs to.
-            fn, i = self.tasks[w]
+            fn, i, spins = self.tasks[w]
             try:
                 self.results[w] = (True, fn(i))
             except BaseException as exc:   # re-raised in the calling thread
@@ -89,30 +101,32 @@ class SpinPool:
             fn = None
             self.publish(state, base + 1, seen)
 
-    def run(self, fn: Callable[[int], Any], parts: int, helpers: int) -> list[Any] | None:
+    def run(self, fn: Callable[[int], Any], parts: int, helpers: int, linger: float | None = None) -> list[Any] | None:
         """``[fn(0), ..., fn(parts - 1)]`` on the caller and ``helpers`` workers sharing the parts
-        (:class:`_Shared`); None when the pool is busy (another thread's call)."""
+        (:class:`_Shared`), the workers spinning ``linger`` seconds after (SPIN_SECONDS by
+        default); None when the pool is busy (another thread's call)."""
         if not self.lock.acquire(blocking=False):
             return None
         try:
             shared = _Shared(fn, parts)
             first = shared.claim()          # part 0 is the caller's, whatever the workers do
+            spins = self.spins if linger is None else self.spins_for(linger)
             for w in range(min(helpers, self.workers)):
-                self.post(shared.drain, w)
+                self.post(shared.drain, w, spins=spins)
             shared.run(first)
             shared.drain(0)
             return shared.results_when_done()
         finally:
             self.lock.release()
 
-    def post(self, fn: Callable[[int], Any], w: int = 0, i: int = 0) -> int:
+    def post(self, fn: Callable[[int], Any], w: int = 0, i: int = 0, spins: int | None = None) -> int:
         """Start ``fn(i)`` on worker ``w`` and return its task number at once (the caller holds
         ``lock``). A worker that has not started its last task when the next comes runs only
         the next: a caller that needs its task run (side tasks) waits with :meth:`wait_posted`
         before posting again; a parallel call's share needs no waiting for (its parts are
         taken by the others)."""
         state, base = self.state, w * self.SLOT
-        self.tasks[w] = (fn, i)
+        self.tasks[w] = (fn, i, self.spins if spins is None else spins)
         number = int(state[base]) + 1
         self.publish(state, base, number)
         if state[base + 2]:
@@ -252,18 +266,20 @@ def spin_pool() -> SpinPool | None:
     return POOLS.spin_pool()
 
 
-def parallel(fn: Callable[[int], Any], parts: int, threads: int | None = None) -> list[Any]:
+def parallel(fn: Callable[[int], Any], parts: int, threads: int | None = None,
+             linger: float | None = None) -> list[Any]:
     """``[fn(0), ..., fn(parts - 1)]`` on ``threads`` threads (default: ``parts``), the calling
     thread and workers taking the parts as they come, part 0 the caller's (``fn`` should release
     the GIL: a numba ``nogil`` loop, a NumPy call). The workers are the spinning pool's when
-    numba is loaded, else a sleeping executor's. An error of any part is raised once every part
-    has run (the first part's that failed)."""
+    numba is loaded (spinning ``linger`` seconds after: SPIN_SECONDS by default), else a
+    sleeping executor's. An error of any part is raised once every part has run (the first
+    part's that failed)."""
     threads = parts if threads is None else max(1, min(threads, parts))
     if threads <= 1:
         return [fn(i) for i in range(parts)]
     spinning = POOLS.spin_pool_soon()
     if spinning is not None:
-        done = spinning.run(fn, parts, threads - 1)
+        done = spinning.run(fn, parts, threads - 1, linger)
         if done is not None:
             return done
     shared = _Shared(fn, parts)

@@ -241,6 +241,10 @@ class _GroupKernel:
 # thread on (elements times ops: a thread's hand-off costs about what 256k of them take).
 WORK_PER_THREAD = 1 << 18
 PIECES_PER_THREAD = 4
+# From this many element-ops (milliseconds of work) a split loop's workers linger after it
+# (workers.LONG_LINGER_SECONDS): such loops come again soon, and a worker that slept between
+# calls came back slow. Shorter ones (a CNN's layers) keep the pool's short spin.
+LONG_LOOP_WORK = 1 << 23
 
 
 def _static_kernel(group: FusedGroup, state: dict[Tensor, int], general: _GroupKernel) -> Callable[..., Any]:
@@ -370,7 +374,8 @@ def _launch(loop: Any, outer: int, work: int, args: tuple[Any, ...]) -> None:
         return
     # a few pieces a thread, taken as they come (a thread kept off its core leaves its pieces)
     pieces = workers.split(outer, min(outer, PIECES_PER_THREAD * parts))
-    workers.parallel(lambda i: loop(pieces[i][0], pieces[i][1], *args), len(pieces), parts)
+    linger = workers.LONG_LINGER_SECONDS if work >= LONG_LOOP_WORK else None
+    workers.parallel(lambda i: loop(pieces[i][0], pieces[i][1], *args), len(pieces), parts, linger)
 
 
 def _launch_sums(loop: Any, outer: int, work: int, args: tuple[Any, ...], outs: tuple[np.ndarray, ...],
@@ -386,7 +391,7 @@ def _launch_sums(loop: Any, outer: int, work: int, args: tuple[Any, ...], outs: 
 
     def piece(i: int) -> None:
         loop(pieces[i][0], pieces[i][1], *args, *[partial[k][i] if k in partial else o for k, o in enumerate(outs)])
-    workers.parallel(piece, len(pieces), parts)
+    workers.parallel(piece, len(pieces), parts, workers.LONG_LINGER_SECONDS if work >= LONG_LOOP_WORK else None)
     for k, rows in partial.items():
         np.add.reduce(rows, axis=0, out=outs[k])
 
