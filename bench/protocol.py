@@ -9,8 +9,10 @@ session, JAX's jit, NumPy by hand, where each applies) run in processes of their
 * **warm cache**: each process sets up (values checked against the reference first; gradreg
   waits for its compiled kernels), makes ``--warmup`` untimed calls (>= 100), then the
   processes take turns of ``--turn`` calls (3), ``--rounds`` rounds (>= 12: medians over >= 36
-  calls), the order of the turns turned each round so that each contender follows each other
-  one as often. Twice: **back to back** (a turn starts when the one before ends: a neighbour's
+  calls), the order of the turns changed each round by a balanced Latin square (Williams'
+  design: :func:`turn_orders`), so that each contender follows each other one as often (the
+  one before may leave threads spinning into the next turn: NumPy's OpenBLAS spins ~0.1 s
+  after each product). Twice: **back to back** (a turn starts when the one before ends: a neighbour's
   threads may still spin, as on a shared machine) and **with idle gaps** (``--gap`` seconds,
   0.5, of nobody running before each turn: a pool that went to sleep wakes up). ``--runs 3``
   does it three times, fresh processes each run, and then prints every contender's median of
@@ -196,6 +198,21 @@ def unavailable(name: str, worker: _Worker | None = None) -> Iterator[None]:
             worker.close()
 
 
+def turn_orders(n: int) -> list[list[int]]:
+    """Orders of ``n`` contenders' turns, one a round, in which each contender comes right after
+    each other one equally often (Williams' balanced Latin square: n orders for an even n, 2n
+    for an odd one). Rotating one order would keep every contender behind the same one."""
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    orders = [[(i + r) % n for i in first] for r in range(n)]
+    return orders + [order[::-1] for order in orders] if n % 2 else orders
+
+
 def warm(contenders: list[Contender], warmup: int, rounds: int, turn: int, gap: float) -> dict[str, dict[str, Samples]]:
     """The warm-cache part: back to back and with idle gaps (module docstring)."""
     workers = []
@@ -212,9 +229,9 @@ def warm(contenders: list[Contender], warmup: int, rounds: int, turn: int, gap: 
         for schedule, pause in (("back to back", 0.0), (f"{gap} s idle gaps", gap)):
             print(f"    {schedule}: before, {load()}", flush=True)
             samples = {w.name: Samples() for w in workers}
+            orders = turn_orders(len(workers))
             for r in range(rounds):
-                order = workers[r % len(workers):] + workers[:r % len(workers)]
-                for w in order:
+                for w in (workers[i] for i in orders[r % len(orders)]):
                     if pause:
                         time.sleep(pause)
                     reply = w.request({"run": turn})

@@ -452,7 +452,7 @@ def test_a_large_group_is_split_over_threads_with_the_same_result(rng, monkeypat
     assert calls == [3]
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
     # 300k elements by 7 ops: under LONG_LOOP_WORK, the pool's short spin; a longer loop lingers
-    assert 300 * 1000 * 7 < fused_kernels.LONG_LOOP_WORK and lingers == [None]
+    assert fused_kernels.LONG_LOOP_WORK > 300 * 1000 * 7 and lingers == [None]
     monkeypatch.setattr(fused_kernels, "LONG_LOOP_WORK", 1)
     assert np.allclose(gr.Session(graph, backend="numba").run(y, {x: value}), want, rtol=2e-6, atol=1e-6)
     assert lingers == [None, fused_kernels.workers.LONG_LINGER_SECONDS]
