@@ -686,8 +686,7 @@ def test_a_sum_over_leading_axes_is_taken_into_the_group(rng, dtype, monkeypatch
     length up to the longest summed, the rows split over threads (each piece summing its own), a
     loop run twice (float32 sin beyond its fast range) summing once, and numba's loop (where
     there is no native one) writing the value for the wrapper to sum."""
-    from gradreg.backends.numba import grouping
-    for channels in (2, 3, 12, 131, grouping.MAX_SUMMED_ROW):
+    for channels in (2, 3, 12, 131, native_fused.SUMMED_ROW_MAX):
         graph = gr.Graph()
         with graph.as_default():
             x = gr.placeholder(dtype, [4, 5, 6, channels], name="x")
@@ -728,7 +727,7 @@ def test_a_sum_over_leading_axes_is_taken_into_the_group(rng, dtype, monkeypatch
         # the plan's own run (its kernel is Tiered: NumPy's, then the loop) agrees too
         assert_backends_agree(graph, fetches, values, rtol=1e-5, atol=1e-5 * largest)
     # a group without a static loop (here: none, as if a value's pattern had none) leaves the Sums apart
-    monkeypatch.setattr(grouping, "static_states", lambda group: None)
+    monkeypatch.setattr(kernels, "static_states", lambda group: None)
     (group,), apart = _plan_sums(gr.Session(graph, backend="numba"), fetches, [x, r])
     assert not group.sums and {op.outputs[0] for op in apart} == {s1, s2}
     assert_backends_agree(graph, fetches, values, rtol=1e-5, atol=1e-5 * largest)
@@ -742,11 +741,10 @@ def _static_for(group):
 
 @pytest.mark.skipif(not native.available(), reason="native kernels are unavailable here")
 def test_a_sum_stays_apart_when_its_value_is_needed_or_it_is_not_over_leading_axes(rng):
-    from gradreg.backends.numba import grouping
     graph = gr.Graph()
     with graph.as_default():
         x = gr.placeholder(gr.float32, [4, 6, 8], name="x")
-        wide = gr.placeholder(gr.float32, [2, 3, grouping.MAX_SUMMED_ROW + 1], name="wide")
+        wide = gr.placeholder(gr.float32, [2, 3, native_fused.SUMMED_ROW_MAX + 1], name="wide")
         y = gr.tanh(x) * x + 1.0
         fetched = gr.tanh(x) - x
         cases = {
@@ -757,7 +755,7 @@ def test_a_sum_stays_apart_when_its_value_is_needed_or_it_is_not_over_leading_ax
             "a row too long": (gr.reduce_sum(gr.exp(wide) * wide, axis=[0, 1]),),
         }
     values = {x: rng.standard_normal((4, 6, 8)).astype(np.float32),
-              wide: rng.standard_normal((2, 3, grouping.MAX_SUMMED_ROW + 1)).astype(np.float32)}
+              wide: rng.standard_normal((2, 3, native_fused.SUMMED_ROW_MAX + 1)).astype(np.float32)}
     for what, fetches in cases.items():
         session = gr.Session(graph, backend="numba")
         found, apart = _plan_sums(session, list(fetches), [x, wide])

@@ -16,7 +16,7 @@ import numpy as np
 
 from gradreg.backends import native
 from gradreg.backends.native.fused import SUMMED_ROW_MAX
-from gradreg.backends.numba.codegen import row_dims, static_states
+from gradreg.backends.numba.codegen import row_dims
 from gradreg.backends.numba.description import SINGLE_OP_MIN_COST, Elementwise, numba_available
 from gradreg.backends.numba.kernels import FusedGroup, SumAfter
 from gradreg.errors import GradregError
@@ -204,7 +204,7 @@ def fuse(order: Sequence[Operation], fed: set[Tensor], keep: set[Tensor], ctx: K
     plan_ops = grouper.index
     sums = {id(c): _absorb_sums(c, grouper, fed, keep, exclude) for c in clusters
             if len(c.members) > 1 or descriptions[c.members[0]].cost >= SINGLE_OP_MIN_COST}
-    absorbed = {op for found in sums.values() for op in found.values()}
+    absorbed = {after.tensor.op for found in sums.values() for after in found.values()}
     items: list[tuple[float, int, Any]] = []
     for op in order:
         if op not in grouper.cluster_of and op not in absorbed:
@@ -216,28 +216,23 @@ def fuse(order: Sequence[Operation], fed: set[Tensor], keep: set[Tensor], ctx: K
             items.append((cluster.pos, first, members[0]))
         else:
             found = sums[id(cluster)]
-            group = FusedGroup(members, [descriptions[m] for m in members], keep, plan_ops,
-                               {t: _sum_after(op) for t, op in found.items()})
-            if found and static_states(group) is None:
+            group = FusedGroup(members, [descriptions[m] for m in members], keep, plan_ops, found)
+            if found and group.static is None:
                 # only a static loop sums: the Sums run apart, the group as before
                 group = FusedGroup(members, [descriptions[m] for m in members], keep, plan_ops)
-                items.extend((plan_ops[op], plan_ops[op], op) for op in found.values())
+                items.extend((plan_ops[a.tensor.op], plan_ops[a.tensor.op], a.tensor.op) for a in found.values())
             items.append((cluster.pos, first, group))
     items.sort(key=lambda item: item[:2])
     return [item[2] for item in items]
 
 
-# Sums taken into a group's loop (FusedGroup.sums): over the leading axes, of float values of a
-# row of at most MAX_SUMMED_ROW elements (the loop's sums are on its stack).
-MAX_SUMMED_ROW = SUMMED_ROW_MAX
-
-
 def _absorb_sums(cluster: _Cluster, grouper: _Grouper, fed: set[Tensor], keep: set[Tensor],
-                 exclude: set[Operation]) -> dict[Tensor, Operation]:
+                 exclude: set[Operation]) -> dict[Tensor, SumAfter]:
     """The cluster's values that only a Sum over their leading axes reads (a batch norm's
     gradient sums a layer's values per channel), and those Sums: the group's loop then adds up
     each row instead of writing the value, which the Sum would read again. Only for a cluster
-    of static shape whose loop is native (the only loop with sums), each Sum keeping as many
+    of static shape whose loop is native (the only loop with sums), float values, rows of at
+    most SUMMED_ROW_MAX elements (the loop's sums are on its stack), each Sum keeping as many
     trailing dims as the cluster's row inputs span."""
     shape = cluster.shape
     if not native.available() or shape is None or not shape.is_fully_defined():
@@ -252,7 +247,7 @@ def _absorb_sums(cluster: _Cluster, grouper: _Grouper, fed: set[Tensor], keep: s
             dims = t.shape.as_tuple() if t.shape.is_fully_defined() else None
             if dims != full:
                 spans.add(-1 if dims is None else len(row_dims(dims)))
-    found: dict[Tensor, Operation] = {}
+    found: dict[Tensor, SumAfter] = {}
     for op in cluster.members:
         t = op.outputs[0]
         if t in keep or t in fed or t.dtype is None or not t.shape.is_fully_defined() \
@@ -266,14 +261,14 @@ def _absorb_sums(cluster: _Cluster, grouper: _Grouper, fed: set[Tensor], keep: s
         axes = _leading_axes(total, len(full))
         if axes is None or total in exclude or total.inputs[0] is not t or total.control_inputs \
                 or total.control_outputs or any(u in fed for u in total.outputs) \
-                or math.prod(full[len(axes):]) > MAX_SUMMED_ROW:
+                or math.prod(full[len(axes):]) > SUMMED_ROW_MAX:
             continue
         given = total.inputs[1].op
         if given in grouper.index and grouper.position(given) >= cluster.pos:
             continue
         if (spans | {len(full) - len(axes)}) != {len(full) - len(axes)}:
             continue
-        found[t] = total
+        found[t] = SumAfter(total.outputs[0], axes, bool(total.get_attr("keep_dims")), math.prod(full[len(axes):]))
         spans.add(len(full) - len(axes))
     return found
 
@@ -288,9 +283,3 @@ def _leading_axes(total: Operation, rank: int) -> tuple[int, ...] | None:
         return None
     return tuple(axes)
 
-
-def _sum_after(total: Operation) -> SumAfter:
-    dims = total.inputs[0].shape.as_tuple()    # (fully known: _absorb_sums)
-    axes = _leading_axes(total, len(dims))
-    assert axes is not None
-    return SumAfter(total.outputs[0], axes, bool(total.get_attr("keep_dims")), math.prod(dims[len(axes):]))

@@ -90,7 +90,7 @@ class FusedGroup:
             shown = "+".join(op.name for op in self.ops[:3])
             self.name = f"fused:{shown}" + (f"+...({len(self.ops)} ops)" if len(self.ops) > 3 else "")
         general = _GroupKernel(self)
-        static = static_states(self)
+        static = self.static = static_states(self)    # None: no static loop
 
         def build() -> Callable[..., Any]:
             return general if static is None else _static_kernel(self, static, general)
@@ -366,15 +366,24 @@ def _handed_count() -> int | None:
 _HANDED = _handed_count()
 
 
-def _launch(loop: Any, outer: int, work: int, args: tuple[Any, ...]) -> None:
-    """``loop(lo, hi, *args)`` over ``range(outer)``, in parts on the threads ``work`` earns."""
+def _split(outer: int, work: int) -> tuple[list[tuple[int, int]], int, float | None] | None:
+    """How a loop over ``range(outer)`` is split: (its pieces, the threads ``work`` earns, how
+    long the workers linger after); None for one thread."""
     parts = min(threads.threads_for(work, WORK_PER_THREAD), outer)
     if parts <= 1:
-        loop(0, outer, *args)
-        return
+        return None
     # a few pieces a thread, taken as they come (a thread kept off its core leaves its pieces)
     pieces = workers.split(outer, min(outer, PIECES_PER_THREAD * parts))
-    linger = workers.LONG_LINGER_SECONDS if work >= LONG_LOOP_WORK else None
+    return pieces, parts, workers.LONG_LINGER_SECONDS if work >= LONG_LOOP_WORK else None
+
+
+def _launch(loop: Any, outer: int, work: int, args: tuple[Any, ...]) -> None:
+    """``loop(lo, hi, *args)`` over ``range(outer)``, in parts on the threads ``work`` earns."""
+    split = _split(outer, work)
+    if split is None:
+        loop(0, outer, *args)
+        return
+    pieces, parts, linger = split
     workers.parallel(lambda i: loop(pieces[i][0], pieces[i][1], *args), len(pieces), parts, linger)
 
 
@@ -382,16 +391,16 @@ def _launch_sums(loop: Any, outer: int, work: int, args: tuple[Any, ...], outs: 
                  summed: tuple[int, ...]) -> None:
     """:func:`_launch` for a loop with sums (FusedGroup.sums): each piece sums its own rows
     into a row of its own, added up after."""
-    parts = min(threads.threads_for(work, WORK_PER_THREAD), outer)
-    if parts <= 1:
+    split = _split(outer, work)
+    if split is None:
         loop(0, outer, *args, *outs)
         return
-    pieces = workers.split(outer, min(outer, PIECES_PER_THREAD * parts))
+    pieces, parts, linger = split
     partial = {k: np.empty((len(pieces), outs[k].size), outs[k].dtype) for k in summed}
 
     def piece(i: int) -> None:
         loop(pieces[i][0], pieces[i][1], *args, *[partial[k][i] if k in partial else o for k, o in enumerate(outs)])
-    workers.parallel(piece, len(pieces), parts, workers.LONG_LINGER_SECONDS if work >= LONG_LOOP_WORK else None)
+    workers.parallel(piece, len(pieces), parts, linger)
     for k, rows in partial.items():
         np.add.reduce(rows, axis=0, out=outs[k])
 
@@ -405,8 +414,6 @@ class _Variant:
 
     @staticmethod
     def build(group: FusedGroup, input_states: tuple[int, ...], readonly: tuple[bool, ...] = ()) -> _Variant:
-        if group.sums:
-            return _Variant(None, [])     # the general loops have no sums: the NumPy kernels
         state = dict(zip(group.inputs, input_states))
         for op, description in zip(group.ops, group.descriptions):
             states = [state[t] for t in op.inputs]

@@ -321,13 +321,18 @@ class DirectForm(NamedTuple):
     block: int
 
 
+def _registers(channels: int, itemsize: int) -> int:
+    """The 32-byte registers a vector of ``channels`` takes: its parts of a power of two lanes
+    (gradreg.native's Vector), one register at least each."""
+    return sum(max(1, bit * itemsize // 32) for bit in (1 << b for b in range(channels.bit_length()))
+               if channels & bit)
+
+
 def direct_block(channels: int, itemsize: int, limit: int | None = None) -> int:
     """The accumulators a direct loop over vectors of ``channels`` holds: as many as fit in
-    ACCUMULATOR_REGISTERS of 32 bytes, a vector's part of a power of two lanes at least one
-    each (1 to 8, at most ``limit``: a filter loop's blocks are input channels)."""
-    registers = sum(max(1, bit * itemsize // 32) for bit in (1 << b for b in range(channels.bit_length()))
-                    if channels & bit)
-    block = max(1, min(8, ACCUMULATOR_REGISTERS // max(1, registers)))
+    ACCUMULATOR_REGISTERS (_registers a vector), 1 to 8, at most ``limit`` (a filter loop's
+    blocks are input channels)."""
+    block = max(1, min(8, ACCUMULATOR_REGISTERS // max(1, _registers(channels, itemsize))))
     return max(1, min(block, limit)) if limit else block
 
 
@@ -379,8 +384,7 @@ def _filter_wide(c: int, oc: int, itemsize: int) -> bool:
     16 -> 4 at 32x32 277 -> 128 us, at 16x16 66 -> 29 us; 12 -> 4 562 -> 171 us; 8 -> 4 189 ->
     112 us; 16 -> 2 275 -> 106 us; float64 8 -> 2 168 -> 133 us. The slim DenseNet's step
     (three 16 -> 4 at 32x32, two at 16x16), both forms in turns in one process: 15.2 -> 14.5 ms."""
-    registers = sum(max(1, bit * itemsize // 32) for bit in (1 << b for b in range(c.bit_length())) if c & bit)
-    return oc * itemsize < 32 <= c * itemsize and oc * registers <= ACCUMULATOR_REGISTERS
+    return oc * itemsize < 32 <= c * itemsize and oc * _registers(c, itemsize) <= ACCUMULATOR_REGISTERS
 
 
 def _direct_takes(direct: DirectLoop | None, conv: _Conv, channels: int, *arrays: np.ndarray) -> bool:
