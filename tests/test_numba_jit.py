@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -34,7 +35,9 @@ SCRIPT = textwrap.dedent("""
     plan = session.plan_for([y], [x])
     value = np.linspace(-3, 3, 50, dtype=np.float32).reshape(5, 10)
     first = plan([value])[0]
-    waiting_after_first = sum(plan._fn.__globals__[name] is tiered.initial for name, tiered in plan.upgrades)
+    bound = plan._fn.__globals__      # (timed for the second call: Plan.time_upgrades)
+    waiting_after_first = sum(getattr(bound[name], "kernel", bound[name]) is tiered.initial
+                              for name, tiered in plan.upgrades)
     from gradreg.backends import workers
     spinning_after_first = workers.POOLS.spinning is not None
     # the plan allocator and the pool's spin are made as the first call returns: no kernel
@@ -189,3 +192,77 @@ def test_a_frozen_graph_tensorflow_wrote_compiles_nothing_at_call_time(monkeypat
         assert len(fetches) >= (1 if key == "forward" else 50)
         for name, value in zip(fetches, values):
             assert_close(value, expected[name], f"{key} {name}", case.tolerance)
+
+
+def _upgrade(name: str, weight: float = 0.0, family=None) -> Tiered:
+    return Tiered(np.exp, lambda: np.exp, name, weight=weight, family=family)
+
+
+def test_builds_go_by_what_their_families_took_in_a_call():
+    upgrades = [("k1", _upgrade("Conv2D stem", weight=1e9)),          # heaviest by weight, 1 ms
+                ("k2", _upgrade("DepthwiseConv2dNative a")),
+                ("k3", _upgrade("fused:x", family=("loop", 1))),
+                ("k4", _upgrade("DepthwiseConv2dNative b")),
+                ("k5", _upgrade("fused:y", family=("loop", 2))),
+                ("k6", _upgrade("fused:z", family=("loop", 1))),
+                ("k7", _upgrade("Softmax s"))]                          # not called: last
+    seconds = {"k1": 1e-3, "k2": 0.6e-3, "k3": 0.5e-3, "k4": 0.7e-3, "k5": 0.9e-3, "k6": 0.3e-3}
+    order = [name for name, _ in jit.build_order(upgrades, seconds)]
+    # the depthwise family took 1.3 ms, fused loop 1 0.8 ms, Conv2D 1.0, loop 2 0.9; in each
+    # family the slowest kernel first
+    assert order == ["k4", "k2", "k1", "k5", "k3", "k6", "k7"]
+    assert jit.family(upgrades[1][1]) == "DepthwiseConv2dNative" and jit.family(upgrades[2][1]) == ("loop", 1)
+    # nothing measured: by weight, a family together
+    by_weight = [("a", _upgrade("Add p", weight=5)), ("b", _upgrade("Mul q", weight=9)),
+                 ("c", _upgrade("Add r", weight=6))]
+    assert [name for name, _ in jit.build_order(by_weight, {})] == ["c", "a", "b"]
+
+
+def test_a_plan_times_its_upgrades_for_one_call(monkeypatch):
+    calls = []
+
+    def slow_exp(x):
+        calls.append(1)
+        return np.exp(x)
+    kernel = Tiered(slow_exp, lambda: np.exp, "Exp timed")
+    plan = _plan_with(kernel, lambda plan, calls: False, monkeypatch)
+    value = np.array([0.0, 1.0], np.float32)
+    (name, _), = plan.upgrades
+    plan.time_upgrades()
+    np.testing.assert_allclose(plan([value])[0], np.exp(value))
+    np.testing.assert_allclose(plan([value])[0], np.exp(value))
+    assert len(calls) == 2
+    times = plan.upgrade_times()
+    assert set(times) == {name} and times[name] > 0
+    assert plan._fn.__globals__[name] is slow_exp          # the wrapper taken away
+    assert plan.upgrade_times() == {}
+    # a kernel installed while timing stays
+    plan.time_upgrades()
+    plan.install(name, np.exp)
+    assert plan.upgrade_times() == {name: 0.0} and plan._fn.__globals__[name] is np.exp
+
+
+def test_the_full_collection_comes_as_the_first_call_returns(tmp_path, monkeypatch):
+    """Loading a graph and making a plan leaves many objects for Python's collector; its full
+    pass (tens of ms with the GIL held) is made as the first call returns, not in a later call;
+    the builder's young collections keep its builds' objects from counting toward another."""
+    import gc
+    monkeypatch.setenv("GRADREG_CACHE_DIR", str(tmp_path))
+    full = []
+
+    def note(phase, info):
+        if phase == "start" and info["generation"] == 2:
+            full.append(threading.current_thread().name)
+    plan = _plan_with(Tiered(np.exp, lambda: np.exp, "Exp"), jit.tier_up, monkeypatch)
+    value = np.array([0.0, 1.0], np.float32)
+    gc.callbacks.append(note)
+    try:
+        plan([value])
+        assert full == [threading.current_thread().name]
+        for _ in range(3):
+            plan([value])
+        assert jit.wait_for_kernels(30)
+        assert len(full) == 1
+    finally:
+        gc.callbacks.remove(note)
+    assert plan._fn.__globals__[plan.upgrades[0][0]] is np.exp

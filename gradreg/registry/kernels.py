@@ -31,7 +31,7 @@ the context (gradreg.runtime.context), this layer folds constants with the NumPy
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -156,11 +156,14 @@ class Tiered:
     ``build`` runs -- at once, or in the background while ``initial`` serves -- and swaps
     the built kernel in; if ``build`` fails, ``initial`` stays. ``name`` names the kernel in
     messages about building it; ``weight`` (the work of a call, e.g. its elements or flops)
-    lets the heaviest be built first."""
+    lets the heaviest be built first when nothing was measured. Kernels of one ``family``
+    share one compiled loop (the first to build pays for the rest; None: kernels of one op
+    type, the first word of ``name``)."""
     initial: Callable[..., Any]
     build: Callable[[], Callable[..., Any]]
     name: str = ""
     weight: float = 0.0
+    family: Hashable | None = None
 
     def __call__(self, *args: Any) -> Any:
         return self.initial(*args)

@@ -466,6 +466,7 @@ class Plan:
         self.source = compiled.source
         self.num_ops = num_ops
         self.upgrades = list(upgrades)
+        self._timed: dict[str, float] | None = None    # time_upgrades' tally
         self.calls = 0
         self._tier_up = tier_up if self.upgrades else None
         if self.upgrades and tier_up is None:
@@ -541,6 +542,29 @@ class Plan:
             self._trial_from = self._runs + MODE_RETRY
             for t in times.values():
                 t.clear()
+
+    def time_upgrades(self) -> None:
+        """From now until :meth:`upgrade_times`, each upgrade's bound kernel adds the seconds of
+        its calls to a tally (a wrapper in its place: about a microsecond a call)."""
+        tally: dict[str, float] = {}
+        self._timed = tally
+        bound = self._fn.__globals__
+        for name, _ in self.upgrades:
+            bound[name] = _Timed(bound[name], name, tally)
+
+    def upgrade_times(self) -> dict[str, float]:
+        """The seconds each upgrade's kernel took since :meth:`time_upgrades` (0 for those not
+        called), its wrappers taken away (a kernel installed meanwhile stays)."""
+        tally = self._timed
+        self._timed = None
+        if tally is None:
+            return {}
+        bound = self._fn.__globals__
+        for name, _ in self.upgrades:
+            kernel = bound[name]
+            if isinstance(kernel, _Timed) and kernel.tally is tally:
+                bound[name] = kernel.kernel
+        return {name: tally.get(name, 0.0) for name, _ in self.upgrades}
 
     def build_upgrades(self) -> None:
         """Build every upgrade now, in this thread (a failing build keeps the initial kernel)."""
@@ -679,6 +703,21 @@ class CallModes:
     side: Callable[[], SideRunner] | None = None
     single: Callable[[], SideRunner] | None = None
     memory: Callable[[], AbstractContextManager[Any]] | None = None
+
+
+class _Timed:
+    """A kernel whose calls add their seconds to ``tally[name]`` (Plan.time_upgrades)."""
+    __slots__ = ("kernel", "name", "tally")
+
+    def __init__(self, kernel: Callable[..., Any], name: str, tally: dict[str, float]):
+        self.kernel, self.name, self.tally = kernel, name, tally
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.kernel(*args, **kwargs)
+        finally:
+            self.tally[self.name] = self.tally.get(self.name, 0.0) + time.perf_counter() - start
 
 
 def build_quietly(tiered: Tiered) -> Callable[..., Any] | None:

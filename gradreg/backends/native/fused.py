@@ -513,11 +513,16 @@ def _signature(group: FusedGroup, state: dict[Tensor, int], static: bool) -> tup
     return tuple(parts)
 
 
+def static_key(group: FusedGroup, state: dict[Tensor, int]) -> tuple[Any, ...]:
+    """What identifies the group's static loop: groups of one key share one compile."""
+    return "static", len(group.loop_outputs[0].shape.as_tuple()), _signature(group, state, True)
+
+
 def static_loop(group: FusedGroup, state: dict[Tensor, int]) -> Callable[..., None]:
     """``fused(lo, hi, n1, ..., *inputs, *outputs)`` for a group whose shapes are all known
     (codegen.static_states): the outer dim's rows lo..hi, the inner extents n1..."""
-    rank = len(group.loop_outputs[0].shape.as_tuple())
-    return _cached(("static", rank, _signature(group, state, True)), lambda: _build_static(group, state, rank))
+    key = static_key(group, state)
+    return _cached(key, lambda: _build_static(group, state, key[1]))
 
 
 # Both builders mark a fused loop's arrays distinct: they are distinct or the same (an input

@@ -96,7 +96,8 @@ class FusedGroup:
             return general if static is None else _static_kernel(self, static, general)
         elements = self.loop_outputs[0].shape.num_elements() or 0
         self.kernel = Tiered(general.fallback_call, build, self.name,
-                             weight=elements * sum(d.cost for d in self.descriptions))
+                             weight=elements * sum(d.cost for d in self.descriptions),
+                             family=None if static is None else native_fused.static_key(self, static))
 
     def __repr__(self) -> str:
         return f"<FusedGroup {self.name}: {len(self.ops)} ops>"
