@@ -390,3 +390,76 @@ def test_a_mode_far_slower_than_another_runs_no_more_calls_in_the_trial(monkeypa
     # one-thread call) the rest of that block; never its second round
     assert ran.count("single") == plan_module.MODE_ROUNDS * plan_module.MODE_BLOCK
     assert len(ran) - ran.count("single") <= slow_modes * plan_module.MODE_BLOCK
+
+
+def _turns_after_idle(monkeypatch, plan, plan_module, g, x_value, cost, turns: int) -> list[list[tuple[float, str]]]:
+    """Decide ``plan``'s trial on a virtual clock, then make ``turns`` turns of 8 calls, each
+    after 0.5 s idle; ``cost(mode, cold)`` is a call's seconds, ``cold`` for the calls starting
+    within 0.09 s of the turn's start. Returns each turn's calls: (start after the turn's
+    start, mode)."""
+    clock, state = [0.0], {"mode": "", "cold": False}
+
+    class VirtualTime:
+        @staticmethod
+        def perf_counter() -> float:
+            return clock[0]
+    monkeypatch.setattr(plan_module, "time", VirtualTime)
+
+    def marked(mode, maker):
+        def make():
+            state["mode"] = mode
+            return maker()
+        return make
+    for mode in list(plan._makers):
+        plan._makers[mode] = marked(mode, plan._makers[mode])
+    run_plan = plan._fn
+
+    def timed_run(*args):
+        clock[0] += cost(state["mode"], state["cold"])
+        return run_plan(*args)
+    plan._fn = timed_run
+    want = _handwritten(g, x_value)
+    while plan.trials == 0:
+        plan([x_value])
+    calls = []
+    for _ in range(turns):
+        clock[0] += 0.5
+        begun = clock[0]
+        calls.append([])
+        for _ in range(8):
+            state["cold"] = clock[0] - begun < 0.09
+            at = clock[0] - begun
+            for value, expected in zip(plan([x_value]), want):
+                np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
+            calls[-1].append((at, state["mode"]))
+    return calls
+
+
+@pytest.mark.parametrize("single_cold", [0.016, 0.05])
+def test_calls_after_idle_run_in_the_mode_measured_fastest_for_them(monkeypatch, side_on, single_cold):
+    # back to back more threads win (10 ms against 15 ms on one thread); the calls starting in
+    # the first 90 ms after idle take 30 ms with more threads, and single_cold on one thread
+    plan_module, g, x_value, plan = _plan_on_trial(monkeypatch, 5)
+    monkeypatch.setattr(plan_module, "COLD_STRETCH", 0.09)
+
+    def cost(mode: str, cold: bool) -> float:
+        if mode == "single":
+            return single_cold if cold else 0.015
+        return 0.03 if cold else 0.01
+    turns = _turns_after_idle(monkeypatch, plan, plan_module, g, x_value, cost, 10)
+    chosen = plan.mode
+    assert chosen != "single", plan.mode_medians
+
+    def stretch(turn):      # the modes of the calls in the cold stretch, and of those after it
+        return {m for at, m in turn if at < 0.09}, {m for at, m in turn if at >= 0.09}
+    # choosing: turns in turn on one thread and in the trial's mode, three each; after the
+    # stretch, the trial's mode again
+    for turn in turns[:6]:
+        inside, after = stretch(turn)
+        assert len(inside) == 1 and after == {chosen}
+    assert sorted(stretch(turn)[0].pop() for turn in turns[:6]) == sorted(["single"] * 3 + [chosen] * 3)
+    expected = "single" if single_cold < 0.03 else chosen
+    assert plan.cold_mode == expected, plan.cold_medians
+    assert plan.cold_medians == {"single": pytest.approx(single_cold), chosen: pytest.approx(0.03)}
+    for turn in turns[6:]:
+        assert stretch(turn) == ({expected}, {chosen})

@@ -462,6 +462,15 @@ class Plan:
         self._extended = 0                     # rounds the trial went on for (MODE_MORE)
         self._installed = 0
         self._runs = 0
+        # Calls after the plan sat idle (_cold): their own mode, chosen by timing them.
+        self._returned: float | None = None      # when the last call returned
+        self._stretch: tuple[float, str] | None = None   # the cold stretch running: (start, mode)
+        self.cold_mode: str | None = None        # the mode of cold stretches, once chosen
+        self.cold_times: dict[str, list[float]] = {}   # seconds of the calls in cold stretches, per mode
+        self.cold_medians: dict[str, float] = {}  # the last choice's medians
+        self._cold_for: str | None = None        # the mode the cold choice was made beside
+        self._cold_counts: dict[str, int] = {}   # cold stretches per mode in the choosing
+        self._cold_stretches = 0                 # cold stretches since the choice
         self._fn = compiled.fn
         self.source = compiled.source
         self.num_ops = num_ops
@@ -478,8 +487,9 @@ class Plan:
         self._fn.__globals__[name] = kernel
         self._installed += 1
 
-    def _runner(self) -> tuple[SideRunner, tuple[str, float] | None]:
-        """This call's runner, and (its mode, start time) while the modes are being tried.
+    def _runner(self) -> tuple[SideRunner, tuple[str, float, bool] | None]:
+        """This call's runner, and (its mode, start time, whether in a cold stretch) while the
+        modes are being tried (and in cold stretches: :meth:`_cold`).
 
         A call runs its side items on the kernel thread while it goes on ("side"), or splits
         its large kernels over the threads ("split"), or keeps to one thread ("single": no
@@ -503,7 +513,11 @@ class Plan:
                 return self._makers[self.mode](), None
             self._trial_from = self._runs + MODE_SETTLE
         if self._runs < self._trial_from:
+            cold = self._cold()
+            if cold is not None:
+                return self._makers[cold](), (cold, time.perf_counter(), True)
             return self._makers[self.mode](), None
+        self._stretch = None
         if not self._schedule:
             modes = list(self._makers)
             self._schedule = [(mode, i > 0) for r in range(MODE_ROUNDS)
@@ -512,9 +526,55 @@ class Plan:
             trying, timed = self._schedule.pop(0)
         except IndexError:     # another thread's call took the trial's last one
             return self._makers[self.mode](), None
-        return self._makers[trying](), ((trying, time.perf_counter()) if timed else None)
+        return self._makers[trying](), ((trying, time.perf_counter(), False) if timed else None)
 
-    def _tried(self, mode: str, start: float) -> None:
+    def _cold(self) -> str | None:
+        """The mode of this call when it is in a cold stretch, else None.
+
+        After the plan sat idle (IDLE_GAP or more since its last call returned) its calls run
+        slower for a while, and more threads lose more: a worker, or the core it runs on,
+        comes back slowly (a 2-vCPU VM, 0.5 s idle: the slim ResNet's next three calls 17.2 /
+        18.3 / 13.9 ms split over the threads, 10.9 / 9.6 / 9.5 ms on one thread; back to back
+        8.3 and 9.0 ms). A call starting after such a gap begins a cold stretch: it and the
+        calls starting within COLD_STRETCH of it run in one mode. Which mode is measured, not
+        assumed (a long elementwise chain still gains from a split after a gap): stretches go
+        in turn to one thread and to the mode the trial chose, COLD_SAMPLES each, and the mode
+        of the lower median per call then runs the cold stretches (chosen again after
+        COLD_RETRY stretches, or when the trial chooses another mode)."""
+        if not self.trials or self.mode == "single" or "single" not in self._makers:
+            self._stretch = None
+            return None
+        now = time.perf_counter()
+        if self._returned is not None and now - self._returned >= IDLE_GAP:
+            self._stretch = (now, self._cold_pick())
+        elif self._stretch is not None and now - self._stretch[0] >= COLD_STRETCH:
+            self._stretch = None
+        return None if self._stretch is None else self._stretch[1]
+
+    def _cold_pick(self) -> str:
+        """The mode of a new cold stretch."""
+        if self._cold_for != self.mode:          # the trial chose another mode: choose again
+            self._cold_for, self.cold_mode, self.cold_times, self._cold_counts = self.mode, None, {}, {}
+        if self.cold_mode is not None:
+            self._cold_stretches += 1
+            if self._cold_stretches <= COLD_RETRY:
+                return self.cold_mode
+            self.cold_mode, self.cold_times, self._cold_counts = None, {}, {}
+        candidates = ("single", self.mode)
+        counts, times = self._cold_counts, self.cold_times
+        if all(counts.get(m, 0) >= COLD_SAMPLES and times.get(m) for m in candidates):
+            medians = self.cold_medians = {m: statistics.median(times[m]) for m in candidates}
+            self.cold_mode = min(candidates, key=medians.__getitem__)
+            self._cold_stretches = 1
+            return self.cold_mode
+        mode = min(candidates, key=lambda m: counts.get(m, 0))
+        counts[mode] = counts.get(mode, 0) + 1
+        return mode
+
+    def _tried(self, mode: str, start: float, cold: bool) -> None:
+        if cold:
+            self.cold_times.setdefault(mode, []).append(time.perf_counter() - start)
+            return
         times = self.mode_times
         times[mode].append(time.perf_counter() - start)
         best = {m: min(t) for m, t in times.items() if t}
@@ -590,6 +650,7 @@ class Plan:
             raise mapped from exc
         finally:
             runner.close()
+            self._returned = time.perf_counter()
 
     def call_in_place(self, feed_values: Sequence[Any]) -> tuple[Any, ...]:
         """A call that runs every item where it is, in this thread's turn (no side tasks, no
@@ -665,6 +726,14 @@ MODE_GIVE_UP = 2.0
 # When another mode is ahead of one thread by less than MODE_MARGIN, the trial goes on for up
 # to MODE_MORE more of its schedules, the times pooled, before it decides.
 MODE_MORE = 1
+# A call starting IDLE_GAP seconds or more after the plan's last call returned begins a cold
+# stretch, the calls starting within COLD_STRETCH seconds of it; their mode is chosen apart
+# (Plan._cold): COLD_SAMPLES stretches on one thread and as many in the trial's mode, then the
+# faster, chosen again after COLD_RETRY stretches.
+IDLE_GAP = 0.1
+COLD_STRETCH = 0.1
+COLD_SAMPLES = 3
+COLD_RETRY = 100
 
 
 def longest_trial(modes: int = 3) -> int:
