@@ -531,7 +531,7 @@ class Plan:
     def _cold(self) -> str | None:
         """The mode of this call when it is in a cold stretch, else None.
 
-        After the plan sat idle (IDLE_GAP or more since its last call returned) its calls run
+        After the plan sat idle (IDLE_GAP, 0.3 s, or more since its last call returned) its calls run
         slower for a while, and more threads lose more: a worker, or the core it runs on,
         comes back slowly (a 2-vCPU VM, 0.5 s idle: the slim ResNet's next three calls 17.2 /
         18.3 / 13.9 ms split over the threads, 10.9 / 9.6 / 9.5 ms on one thread; back to back
@@ -729,8 +729,11 @@ MODE_MORE = 1
 # A call starting IDLE_GAP seconds or more after the plan's last call returned begins a cold
 # stretch, the calls starting within COLD_STRETCH seconds of it; their mode is chosen apart
 # (Plan._cold): COLD_SAMPLES stretches on one thread and as many in the trial's mode, then the
-# faster, chosen again after COLD_RETRY stretches.
-IDLE_GAP = 0.1
+# faster, chosen again after COLD_RETRY stretches. (At 0.1 s, the idle between a benchmark's
+# back-to-back turns, while other processes kept the cores busy, counted too: there one thread
+# won the MLP's cold stretches, and then ran the calls after 0.5 s idle, where a split was
+# 1.7x faster.)
+IDLE_GAP = 0.3
 COLD_STRETCH = 0.1
 COLD_SAMPLES = 3
 COLD_RETRY = 100
