@@ -240,12 +240,13 @@ def test_a_plan_tries_its_modes_and_keeps_the_fastest(monkeypatch, side_on):
     assert side_on["deferred"] == before                 # no side task from now on
 
 
-def _on_a_virtual_clock(monkeypatch, plan, cost, tick: float = 0.0) -> list[str]:
+def _on_a_virtual_clock(monkeypatch, plan, cost, tick: float = 0.0, clock: list[float] | None = None) -> list[str]:
     """Time ``plan``'s trial of its modes on a virtual clock (no timing in unit tests: the machine
     may be busy): each reading advances it by ``tick``, and a call in mode ``m`` costs ``cost(m)``
-    seconds more. Returns the modes of the calls, in order."""
+    seconds more; ``clock``, if given, holds the time (a test may move it on). Returns the modes
+    of the calls, in order."""
     import gradreg.runtime.plan as plan_module
-    clock = [0.0]
+    clock = clock if clock is not None else [0.0]
 
     class VirtualTime:
         @staticmethod
@@ -397,27 +398,8 @@ def _turns_after_idle(monkeypatch, plan, plan_module, g, x_value, cost, turns: i
     after 0.5 s idle; ``cost(mode, cold)`` is a call's seconds, ``cold`` for the calls starting
     within 0.09 s of the turn's start. Returns each turn's calls: (start after the turn's
     start, mode)."""
-    clock, state = [0.0], {"mode": "", "cold": False}
-
-    class VirtualTime:
-        @staticmethod
-        def perf_counter() -> float:
-            return clock[0]
-    monkeypatch.setattr(plan_module, "time", VirtualTime)
-
-    def marked(mode, maker):
-        def make():
-            state["mode"] = mode
-            return maker()
-        return make
-    for mode in list(plan._makers):
-        plan._makers[mode] = marked(mode, plan._makers[mode])
-    run_plan = plan._fn
-
-    def timed_run(*args):
-        clock[0] += cost(state["mode"], state["cold"])
-        return run_plan(*args)
-    plan._fn = timed_run
+    clock, cold = [0.0], [False]
+    ran = _on_a_virtual_clock(monkeypatch, plan, lambda mode: cost(mode, cold[0]), clock=clock)
     want = _handwritten(g, x_value)
     while plan.trials == 0:
         plan([x_value])
@@ -427,11 +409,11 @@ def _turns_after_idle(monkeypatch, plan, plan_module, g, x_value, cost, turns: i
         begun = clock[0]
         calls.append([])
         for _ in range(8):
-            state["cold"] = clock[0] - begun < 0.09
             at = clock[0] - begun
+            cold[0] = at < 0.09
             for value, expected in zip(plan([x_value]), want):
                 np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
-            calls[-1].append((at, state["mode"]))
+            calls[-1].append((at, ran[-1]))
     return calls
 
 
