@@ -203,7 +203,7 @@ def test_builds_go_by_what_their_families_took_in_a_call():
                 ("k2", _upgrade("DepthwiseConv2dNative a")),
                 ("k3", _upgrade("fused:x", family=("loop", 1))),
                 ("k4", _upgrade("DepthwiseConv2dNative b")),
-                ("k5", _upgrade("fused:y", family=("loop", 2))),
+                ("k5", _upgrade("fused:y", family=lambda: ("loop", 2))),   # worked out when ordered
                 ("k6", _upgrade("fused:z", family=("loop", 1))),
                 ("k7", _upgrade("Softmax s"))]                          # not called: last
     seconds = {"k1": 1e-3, "k2": 0.6e-3, "k3": 0.5e-3, "k4": 0.7e-3, "k5": 0.9e-3, "k6": 0.3e-3}
@@ -212,6 +212,7 @@ def test_builds_go_by_what_their_families_took_in_a_call():
     # family the slowest kernel first
     assert order == ["k4", "k2", "k1", "k5", "k3", "k6", "k7"]
     assert jit.family(upgrades[1][1]) == "DepthwiseConv2dNative" and jit.family(upgrades[2][1]) == ("loop", 1)
+    assert jit.family(upgrades[4][1]) == ("loop", 2)
     # nothing measured: by weight, a family together
     by_weight = [("a", _upgrade("Add p", weight=5)), ("b", _upgrade("Mul q", weight=9)),
                  ("c", _upgrade("Add r", weight=6))]

@@ -158,12 +158,13 @@ class Tiered:
     messages about building it; ``weight`` (the work of a call, e.g. its elements or flops)
     lets the heaviest be built first when nothing was measured. Kernels of one ``family``
     share one compiled loop (the first to build pays for the rest; None: kernels of one op
-    type, the first word of ``name``)."""
+    type, the first word of ``name``); a function giving the family is called only when the
+    builds are ordered (a key that takes a while to work out stays off the first call)."""
     initial: Callable[..., Any]
     build: Callable[[], Callable[..., Any]]
     name: str = ""
     weight: float = 0.0
-    family: Hashable | None = None
+    family: Hashable | Callable[[], Hashable] | None = None
 
     def __call__(self, *args: Any) -> Any:
         return self.initial(*args)

@@ -553,13 +553,12 @@ class Plan:
 
     def _cold_pick(self) -> str:
         """The mode of a new cold stretch."""
-        if self._cold_for != self.mode:          # the trial chose another mode: choose again
+        if self._cold_for != self.mode or (self.cold_mode is not None and self._cold_stretches >= COLD_RETRY):
+            # the trial chose another mode, or the choice is due again
             self._cold_for, self.cold_mode, self.cold_times, self._cold_counts = self.mode, None, {}, {}
-        if self.cold_mode is not None:
+        elif self.cold_mode is not None:
             self._cold_stretches += 1
-            if self._cold_stretches <= COLD_RETRY:
-                return self.cold_mode
-            self.cold_mode, self.cold_times, self._cold_counts = None, {}, {}
+            return self.cold_mode
         candidates = ("single", self.mode)
         counts, times = self._cold_counts, self.cold_times
         if all(counts.get(m, 0) >= COLD_SAMPLES and times.get(m) for m in candidates):

@@ -175,8 +175,10 @@ def _queue(plan: Any) -> None:
 
 
 def family(tiered: Tiered) -> Hashable:
-    """What a kernel shares its compiled loop with: its family, else its op type (the first
-    word of its name)."""
+    """What a kernel shares its compiled loop with: its family (or what its family function
+    gives), else its op type (the first word of its name)."""
+    if callable(tiered.family):
+        return tiered.family()
     if tiered.family is not None:
         return tiered.family
     return re.split(r"[ :]", tiered.name, maxsplit=1)[0]
@@ -191,13 +193,14 @@ def build_order(upgrades: list[tuple[str, Tiered]], seconds: dict[str, float]) -
     of its step, while its depthwise kernels' three loops, 29 ms, waited.)"""
     def gain(upgrade: tuple[str, Tiered]) -> float:
         return seconds.get(upgrade[0], 0.0) if seconds else upgrade[1].weight
-    totals: dict[Hashable, float] = {}
-    rank: dict[Hashable, int] = {}
-    for upgrade in upgrades:
-        key = family(upgrade[1])
-        totals[key] = totals.get(key, 0.0) + gain(upgrade)
-        rank.setdefault(key, len(rank))
-    return sorted(upgrades, key=lambda u: (-totals[family(u[1])], rank[family(u[1])], -gain(u), -u[1].weight))
+    rank: dict[Hashable, int] = {}     # each family's number, in the order first met
+    ids = [rank.setdefault(family(tiered), len(rank)) for _, tiered in upgrades]
+    totals = [0.0] * len(rank)
+    for i, upgrade in enumerate(upgrades):
+        totals[ids[i]] += gain(upgrade)
+    order = sorted(range(len(upgrades)),
+                   key=lambda i: (-totals[ids[i]], ids[i], -gain(upgrades[i]), -upgrades[i][1].weight))
+    return [upgrades[i] for i in order]
 
 
 def plan_key(plan: Any) -> str:
