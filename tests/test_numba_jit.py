@@ -267,3 +267,51 @@ def test_the_full_collection_comes_as_the_first_call_returns(tmp_path, monkeypat
     finally:
         gc.callbacks.remove(note)
     assert plan._fn.__globals__[plan.upgrades[0][0]] is np.exp
+
+
+def test_the_policy_is_asked_before_the_first_call_runs(tmp_path, monkeypatch):
+    """The plan asks its policy with 0 calls before its first call runs, then as each call
+    returns; the numba policy makes LLVM and the plan allocator ready then (the first call's
+    arrays come from it, and the second finds them there), and works out the kernels' families
+    as the first call returns, not in the second."""
+    monkeypatch.setenv("GRADREG_CACHE_DIR", str(tmp_path))
+    events: list[tuple[str, int]] = []
+
+    def exp(x):
+        events.append(("run", 0))
+        return np.exp(x)
+    plan = _plan_with(Tiered(exp, lambda: np.exp, "Exp"), lambda plan, calls: events.append(("asked", calls)) or
+                      calls >= 2, monkeypatch)
+    value = np.array([0.0, 1.0], np.float32)
+    for _ in range(4):
+        np.testing.assert_allclose(plan([value])[0], np.exp(value))
+    assert events == [("asked", 0), ("run", 0), ("asked", 1), ("run", 0), ("asked", 2), ("run", 0), ("run", 0)]
+
+    # the numba policy: the compiler loaded before the first run; the family worked out in the first call
+    order: list[str] = []
+    monkeypatch.setattr(jit, "_load_compiler", lambda: order.append("compiler"))
+    worked_out: list[int] = []
+
+    def family():
+        worked_out.append(len([e for e in order if e == "run"]))
+        return "exp loop"
+
+    def exp_again(x):
+        order.append("run")
+        return np.exp(x)
+    plan = _plan_with(Tiered(exp_again, lambda: np.exp, "Exp", family=family), jit.tier_up, monkeypatch)
+    for _ in range(3):
+        np.testing.assert_allclose(plan([value])[0], np.exp(value))
+    assert jit.wait_for_kernels(30)
+    assert order[:2] == ["compiler", "run"] and order.count("compiler") == 1
+    assert worked_out == [1]        # once, after the first run (the second's order used it)
+    assert plan._fn.__globals__[plan.upgrades[0][0]] is np.exp
+
+
+def test_build_order_takes_the_families_worked_out_before():
+    def not_again():
+        raise AssertionError("worked out again")
+    upgrades = [("a", _upgrade("fused:a", family=not_again)), ("b", _upgrade("fused:b", family=not_again)),
+                ("c", _upgrade("Softmax c"))]
+    order = jit.build_order(upgrades, {"a": 1e-3, "b": 2e-3, "c": 2.5e-3}, {"a": ("loop", 1), "b": ("loop", 1)})
+    assert [name for name, _ in order] == ["b", "a", "c"]      # the loop's 3 ms before Softmax's 2.5

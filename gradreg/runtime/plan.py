@@ -430,10 +430,11 @@ class Plan:
 
     ``upgrades`` are (global name, Tiered kernel) pairs: kernels that run their initial
     version until :meth:`install` swaps in the built one. ``tier_up(plan, calls)``, if given,
-    is the backend's policy for building them: called as the plan's first call returns, and
-    as each call after returns until it returns True (it has built them, or started to;
-    ``calls`` counts the calls so far, this one included); without it they are built when the
-    plan is compiled."""
+    is the backend's policy for building them: called with ``calls`` 0 before the plan's first
+    call runs (what the calls use may be made ready then; its answer is not taken), then as the
+    first call returns, and as each call after returns until it returns True (it has built
+    them, or started to; ``calls`` counts the calls so far, this one included); without it
+    they are built when the plan is compiled."""
 
     def __init__(self, compiled: CompiledFunction, num_ops: int,
                  upgrades: Sequence[tuple[str, Tiered]] = (), tier_up: TierUp | None = None,
@@ -633,6 +634,8 @@ class Plan:
                 self.install(name, built)
 
     def __call__(self, feed_values: Sequence[Any]) -> tuple[Any, ...]:
+        if self._tier_up is not None and not self.calls:
+            self._tier_up(self, 0)
         runner, trial = self._runner()
         try:
             values = self._run(feed_values, runner)
@@ -656,6 +659,8 @@ class Plan:
         trial of the modes): for a plan called many times inside one kernel -- a loop's
         condition and body, each iteration -- where a call's set-up would cost more than a
         small body."""
+        if self._tier_up is not None and not self.calls:
+            self._tier_up(self, 0)
         try:
             if _CALLING.inside:    # as _run, one call less per iteration
                 values = self._fn(feed_values, IN_PLACE) if self._takes_side else self._fn(feed_values)

@@ -540,13 +540,17 @@ class Kernel:
 
     # -- the machine code ----------------------------------------------------------------------------
 
-    def ir_source(self) -> str:
+    def finish(self) -> None:
+        """End the kernel's body: its last block returns, its entry block branches to the first."""
         self.begin()
         if not self.b.block.is_terminated:
             self.b.ret_void()
         entry_builder = ir.IRBuilder(self._entry)
         if not self._entry.is_terminated:
             entry_builder.branch(self.function.blocks[1])
+
+    def ir_source(self) -> str:
+        self.finish()
         return str(self.module)
 
     def compile(self) -> Callable[..., None]:
@@ -554,7 +558,7 @@ class Kernel:
         of the declared dtype and rank; ints; floats), compiled now."""
         fast = pycall.layout_ok()
         if fast:
-            self.ir_source()       # the kernel complete, then its entry for Python beside it
+            self.finish()          # the kernel complete, then its entry for Python beside it
             pycall.add_entry(self.module, self.function, self.params, f"{self.name}.py")
         source = self.ir_source()
         variables = tuple(f"{self.name}.py.{g}" for g in ("ndarray", "fallback", "none")) if fast else ()

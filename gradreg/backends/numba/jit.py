@@ -15,9 +15,9 @@ gradreg.backends.numba.cache) the fast one. ``GRADREG_JIT`` says when builds run
   spinning pool of kernel threads is made then too), and runs them from its second call on:
   kernels loaded by the thread would have the caller wait for the GIL behind it, call after
   call. They are loaded after the first call, not before: a fused loop is compiled for its
-  inputs as they came (read-only or not), which the first call shows. As its first call
-  returns, a plan also loads LLVM (llvmlite) for the builds to come, and the allocator its
-  calls use from the second on. A command that runs a new plan once never imports numba.
+  inputs as they came (read-only or not), which the first call shows. Before its first call
+  runs, a plan loads LLVM (llvmlite) for the builds to come, and the allocator its calls use.
+  A command that runs a new plan once never imports numba.
 * ``eager``: each plan builds its kernels when it is compiled, before its first run (the
   behaviour before tiering; tests that check numba's kernels use it).
 
@@ -38,6 +38,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -120,21 +121,32 @@ def _lower_priority() -> None:
 
 
 _builder = _Builder()
+# each plan's kernels' families, worked out as its first call returns, taken when its builds are queued
+_families: weakref.WeakKeyDictionary[Any, dict[str, Hashable]] = weakref.WeakKeyDictionary()
 
 
 def tier_up(plan: Any, calls: int) -> bool:
     """The numba backend's policy for a plan (gradreg.runtime.plan.Plan) with Tiered kernels,
-    asked as each call returns: after its first, load them now if the disk cache has them all
+    asked before its first call runs (LLVM and the plan allocator made ready: _load_compiler)
+    and as each call returns: after its first, load them now if the disk cache has them all
     (the plan's note is there); else after its second (it is being reused), queue them to the
     background thread, each swapped in when built. True once it has done either."""
+    if calls == 0:
+        # before the first call runs: its arrays then come from the plan allocator, and the
+        # second call finds them there (made after the first, it had the second call take a
+        # page fault for each, 10-20 ms of MobileNetV2-64's NumPy step)
+        _load_compiler()
+        return False
     if calls == 1:
         note = _note_path(plan)
         noted = note is not None and note.exists()
-        _load_compiler()
         if noted:
             plan.build_upgrades()
         else:
             plan.time_upgrades()     # the second call shows what each build would gain (_queue)
+            # and each kernel's family is worked out now, in the first call (a fused group's
+            # loop key: ~10 ms for MobileNetV2-64's 149 groups), not as the second returns
+            _families[plan] = {name: family(tiered) for name, tiered in plan.upgrades}
         # Loading the graph, making the plan and loading its kernels made tens of thousands of
         # objects, which Python's collector counts toward its next full pass (30-110 ms with the
         # GIL held; 80,000 objects for MobileNetV2-64): made here, as the first call returns, it
@@ -150,9 +162,9 @@ def tier_up(plan: Any, calls: int) -> bool:
 
 def _load_compiler() -> None:
     """LLVM loaded and set up for the native kernels (llvmlite's import, about 50 ms of Python
-    with the GIL held) in the first call, where a process pays it once: done by the builder
+    with the GIL held) before the first call, where a process pays it once: done by the builder
     thread beside the caller's second and third calls, it stalled one of them 4x. And the
-    plan allocator made, which the calls use from the second on (gradreg.backends.native.allocator)."""
+    plan allocator made, which the calls use (gradreg.backends.native.allocator)."""
     if native.available():
         allocator.prepare()
 
@@ -170,7 +182,7 @@ def _queue(plan: Any) -> None:
             complete = progress["left"] == 0 and not progress["failed"]
         if complete:
             _leave_note(plan)
-    for name, tiered in build_order(plan.upgrades, plan.upgrade_times()):
+    for name, tiered in build_order(plan.upgrades, plan.upgrade_times(), _families.pop(plan, None)):
         _builder.submit(tiered, functools.partial(plan.install, name), finished)
 
 
@@ -184,17 +196,20 @@ def family(tiered: Tiered) -> Hashable:
     return re.split(r"[ :]", tiered.name, maxsplit=1)[0]
 
 
-def build_order(upgrades: list[tuple[str, Tiered]], seconds: dict[str, float]) -> list[tuple[str, Tiered]]:
+def build_order(upgrades: list[tuple[str, Tiered]], seconds: dict[str, float],
+                families: dict[str, Hashable] | None = None) -> list[tuple[str, Tiered]]:
     """The order to build a plan's kernels in: those that gain the most first, the gain being
     what each initial kernel took in a call (``seconds``; without it, the kernels' weights).
     Kernels of one family share one compiled loop, the first build paying for the rest: the
     families go by their kernels' total gain (a compile each), a family's kernels one after
     another. (By weight, MobileNetV2-64's stem convolution came first: a 0.5 s build for 1 ms
-    of its step, while its depthwise kernels' three loops, 29 ms, waited.)"""
+    of its step, while its depthwise kernels' three loops, 29 ms, waited.) ``families``: each
+    kernel's family by name, where worked out already."""
     def gain(upgrade: tuple[str, Tiered]) -> float:
         return seconds.get(upgrade[0], 0.0) if seconds else upgrade[1].weight
     rank: dict[Hashable, int] = {}     # each family's number, in the order first met
-    ids = [rank.setdefault(family(tiered), len(rank)) for _, tiered in upgrades]
+    known = families or {}
+    ids = [rank.setdefault(known[name] if name in known else family(tiered), len(rank)) for name, tiered in upgrades]
     totals = [0.0] * len(rank)
     for i, upgrade in enumerate(upgrades):
         totals[ids[i]] += gain(upgrade)

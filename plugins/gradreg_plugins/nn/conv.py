@@ -657,11 +657,45 @@ def _backprop_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, dtype, spread=N
 
 
 # Depthwise, tap by tap: f is (kh, kw, c, multiplier), the output's channel c * multiplier + k.
+# With one output per channel (_window_sum): from this many channels, one einsum over a view of
+# every position's window: 1.5-1.9x faster from 96 channels (MobileNetV2's (2, 16, 16, 144)
+# stride 1: 297 -> 168 us), 1.3x slower at 16; below it, with stride 1, the taps over rows of
+# (width * channels) values, the weights tiled along them (a 16-channel tap's rows were 16
+# values long, a NumPy loop each).
+WINDOW_EINSUM_CHANNELS = 64
+
+
+def _window_sum(conv: _Conv, padded: np.ndarray, f: np.ndarray, strides, dilations, oh: int, ow: int):
+    """out[n, y, x, c] = sum over taps (i, j) of padded[n, y * sh + i * dh, x * sw + j * dw, c]
+    times f[i, j, c] (f: (kh, kw, c)); None where the tap by tap form is left to do it."""
+    (sh, sw), (dh, dw) = strides, dilations
+    n, c = padded.shape[0], padded.shape[3]
+    if c >= WINDOW_EINSUM_CHANNELS:
+        sn, sy, sx, sc = padded.strides
+        windows = as_strided(padded, (n, oh, ow, c, conv.kh, conv.kw),
+                             (sn, sy * sh, sx * sw, sc, sy * dh, sx * dw), writeable=False)
+        return np.einsum("nhwcij,ijc->nhwc", windows, f)
+    if (sh, sw) != (1, 1) or not padded.flags.c_contiguous:
+        return None
+    out = np.empty((n, oh, ow * c), np.result_type(padded, f))
+    scratch = np.empty_like(out)
+    for i in range(conv.kh):
+        for j in range(conv.kw):
+            rows = padded[:, i * dh:i * dh + oh, j * dw:j * dw + ow, :].reshape(n, oh, ow * c)
+            np.multiply(rows, np.tile(f[i, j], ow), out=scratch if i or j else out)
+            if i or j:
+                out += scratch
+    return out.reshape(n, oh, ow, c)
+
 
 def depthwise_forward(conv: _Conv, x: np.ndarray, f: np.ndarray, dtype) -> np.ndarray:
     """DepthwiseConv2dNative in NHWC: the sum over taps of the tap's inputs times its weights."""
     m = f.shape[3]
     x, f = widen(x), widen(f)
+    if m == 1 and not conv.empty:
+        out = _window_sum(conv, conv.padded(x), f[..., 0], conv.g.strides, conv.g.dilations, conv.oh, conv.ow)
+        if out is not None:
+            return out.astype(dtype, copy=False)
     out = np.zeros((conv.n, conv.oh, conv.ow, conv.c, m), np.result_type(x, f))
     if conv.empty:
         return out.reshape(conv.n, conv.oh, conv.ow, -1).astype(dtype, copy=False)
@@ -674,10 +708,28 @@ def depthwise_forward(conv: _Conv, x: np.ndarray, f: np.ndarray, dtype) -> np.nd
     return out.reshape(conv.n, conv.oh, conv.ow, -1).astype(dtype, copy=False)
 
 
+def _full_pads(conv: _Conv) -> tuple[int, int, int, int] | None:
+    """With stride 1, the input gradient is dy padded by these (top, bottom, left, right),
+    correlated with the flipped filter; None where a side's padding exceeds the window's reach
+    (the tap by tap form then)."""
+    (dh, dw) = conv.g.dilations
+    reach_h, reach_w = (conv.kh - 1) * dh, (conv.kw - 1) * dw
+    if conv.g.strides != (1, 1) or not (0 <= conv.top <= reach_h and 0 <= conv.bottom <= reach_h
+                                        and 0 <= conv.left <= reach_w and 0 <= conv.right <= reach_w):
+        return None
+    return reach_h - conv.top, reach_h - conv.bottom, reach_w - conv.left, reach_w - conv.right
+
+
 def depthwise_backprop_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, dtype) -> np.ndarray:
     m = f.shape[3]
     dy, f = widen(dy), widen(f)
     result = np.result_type(dy, f)
+    pads = _full_pads(conv) if m == 1 and not conv.empty else None
+    if pads is not None:
+        padded_dy = pad_spatial(dy.reshape(conv.n, conv.oh, conv.ow, conv.c), *pads)
+        dx = _window_sum(conv, padded_dy, f[::-1, ::-1, :, 0], (1, 1), conv.g.dilations, conv.h, conv.w)
+        if dx is not None:
+            return dx.astype(dtype, copy=False)
     padded = np.zeros((conv.n, conv.h + conv.top + conv.bottom, conv.w + conv.left + conv.right, conv.c), result)
     if not conv.empty:
         dy = dy.reshape(conv.n, conv.oh, conv.ow, conv.c, m)
@@ -691,7 +743,17 @@ def depthwise_backprop_input(conv: _Conv, f: np.ndarray, dy: np.ndarray, dtype) 
 def depthwise_backprop_filter(conv: _Conv, x: np.ndarray, dy: np.ndarray, m: int, dtype) -> np.ndarray:
     x, dy = widen(x), widen(dy)
     df = np.zeros((conv.kh, conv.kw, conv.c, m), np.result_type(x, dy))
-    if not conv.empty:
+    if m == 1 and conv.c < WINDOW_EINSUM_CHANNELS and not conv.empty:
+        # few channels: each tap's products, then their sum over the positions as a product with
+        # a row of ones (BLAS), not an einsum looping over rows of c values (1.8x faster at 16)
+        padded, dy = conv.padded(x), dy.reshape(conv.n, conv.oh, conv.ow, conv.c)
+        products = np.empty(dy.shape, df.dtype)
+        ones = np.ones(products.size // conv.c, df.dtype)
+        for i in range(conv.kh):
+            for j in range(conv.kw):
+                np.multiply(conv.tap(padded, i, j), dy, out=products)
+                df[i, j, :, 0] = ones @ products.reshape(-1, conv.c)
+    elif not conv.empty:
         padded = conv.padded(x)
         dy = dy.reshape(conv.n, conv.oh, conv.ow, conv.c, m)
         for i in range(conv.kh):

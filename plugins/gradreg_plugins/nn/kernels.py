@@ -71,8 +71,26 @@ def _shape_list(x) -> str:
 
 # -- activations ---------------------------------------------------------------------------
 
-simple_kernel("Relu", lambda x: np.maximum(x, x.dtype.type(0)))
-simple_kernel("Relu6", lambda x: np.minimum(np.maximum(x, x.dtype.type(0)), x.dtype.type(6)))
+# NumPy's own float types: np.clip's loop runs them 2-3x faster than np.maximum against a
+# scalar (NumPy 2.4, 74k float32: 10.6 against 28 us), with the same values (NaN kept). Other
+# types (integers, ml_dtypes' bfloat16, which has no clip loop) keep maximum and minimum.
+_CLIPPED = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+
+
+def _relu(x):
+    if x.dtype in _CLIPPED:
+        return np.clip(x, x.dtype.type(0), x.dtype.type(np.inf))
+    return np.maximum(x, x.dtype.type(0))
+
+
+def _relu6(x):
+    if x.dtype in _CLIPPED:
+        return np.clip(x, x.dtype.type(0), x.dtype.type(6))
+    return np.minimum(np.maximum(x, x.dtype.type(0)), x.dtype.type(6))
+
+
+simple_kernel("Relu", _relu)
+simple_kernel("Relu6", _relu6)
 simple_kernel("Elu", lambda x: np.where(x < 0, np.expm1(x), x))
 simple_kernel("Softsign", lambda x: x / (1 + np.abs(x)))
 
