@@ -244,7 +244,7 @@ class _GroupKernel:
 
 # The NumPy kernels' Sum of a group's value (SumAfter) over this many rows or more is a product
 # with a row of ones: BLAS took 4-14x less time than np.sum over (0, 1, 2) of MobileNetV2-64's
-# (2, 32, 32, c) values (float32 sums either way; their order differs).
+# (8, 32, 32, c) values (float32 sums either way; their order differs).
 BLAS_SUM_ROWS = 64
 _BLAS_SUMMED = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
