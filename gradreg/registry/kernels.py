@@ -158,8 +158,9 @@ class Tiered:
     messages about building it; ``weight`` (the work of a call, e.g. its elements or flops)
     lets the heaviest be built first when nothing was measured. Kernels of one ``family``
     share one compiled loop (the first to build pays for the rest; None: kernels of one op
-    type, the first word of ``name``); a function giving the family is called only when the
-    builds are ordered (a key that takes a while to work out stays off the first call)."""
+    type, the first word of ``name``); a function giving the family is called only by a
+    backend that will build in the background (the numba backend: as a plan's first call
+    returns; a key that takes a while to work out stays off the plan's making)."""
     initial: Callable[..., Any]
     build: Callable[[], Callable[..., Any]]
     name: str = ""

@@ -97,8 +97,9 @@ class FusedGroup:
         def build() -> Callable[..., Any]:
             return general if static is None else _static_kernel(self, static, general)
         elements = self.loop_outputs[0].shape.num_elements() or 0
-        # the loop's key, worked out when the builds are ordered (~10 ms for MobileNetV2-64's
-        # 149 groups: kept off the first call)
+        # the loop's key, worked out by the builder's policy as the plan's first call returns
+        # (jit.tier_up: ~10 ms for MobileNetV2-64's 149 groups, kept off making the plan and
+        # off the second call)
         loop_key = None if static is None else functools.partial(native_fused.static_key, self, static)
         self.kernel = Tiered(general.fallback_call, build, self.name,
                              weight=elements * sum(d.cost for d in self.descriptions), family=loop_key)
