@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from llvmlite import ir
 
 from gradreg.backends.native import Unsupported, engine, pycall
+from gradreg.backends.native import irtext as ir
 
 __all__ = ["BOOL", "F32", "F64", "I32", "I64", "Array", "Kernel", "Type", "Unsupported", "Value", "Var",
            "Vector", "compile_loop", "type_of"]
@@ -69,8 +69,9 @@ class Value:
 
     __slots__ = ("k", "type", "ir")
 
-    def __init__(self, kernel: Kernel, type_: Type, value: ir.Value):
-        self.k, self.type, self.ir = kernel, type_, value
+    def __init__(self, kernel: Kernel, type_: Type, value: Any):   # (None: a parameter bound later)
+        self.k, self.type = kernel, type_
+        self.ir: ir.Value = value
 
     def _other(self, other: Any) -> Value:
         if isinstance(other, Value):
@@ -161,7 +162,7 @@ class Value:
             return Value(self.k, to, bld.fptosi(self.ir, to.ir))
         if to.is_float:
             return Value(self.k, to, bld.sitofp(self.ir, to.ir))
-        op = bld.sext if to.ir.width > src.ir.width else bld.trunc
+        op = bld.sext if to.dtype.itemsize > src.dtype.itemsize else bld.trunc
         return Value(self.k, to, op(self.ir, to.ir))
 
     def bitcast(self, to: Type) -> Value:
@@ -199,8 +200,9 @@ def _index(k: Kernel, op: str, a: Value, b: Value) -> Value:
 class Array:
     """A C-contiguous array parameter (or a sub-array of one: :meth:`sub`)."""
 
-    def __init__(self, kernel: Kernel, type_: Type, pointer: ir.Value, dims: Sequence[Value]):
-        self.k, self.type, self.pointer, self._shape = kernel, type_, pointer, tuple(dims)
+    def __init__(self, kernel: Kernel, type_: Type, pointer: Any, dims: Sequence[Value]):
+        self.k, self.type, self._shape = kernel, type_, tuple(dims)
+        self.pointer: ir.Value = pointer     # (None: a parameter bound later)
 
     @property
     def shape(self) -> tuple[Value, ...]:
@@ -411,6 +413,7 @@ class Kernel:
         """The builder at the body's current block (the body starts at the first use)."""
         if self._b is None:
             self.begin()
+        assert self._b is not None
         return self._b
 
     def begin(self) -> None:

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from llvmlite import ir
+
+from gradreg.backends.native import irtext as ir
 
 # Offsets into the objects (64-bit CPython with the GIL: 16-byte object header).
 _OB_TYPE = 8
