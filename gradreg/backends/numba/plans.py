@@ -13,8 +13,9 @@ from gradreg.runtime.plan import CallModes, PlanCompiler
 
 
 def create_executor(context: KernelContext, check_outputs: bool = False) -> PlanCompiler:
-    # Background: numba kernels are built when a plan is reused, NumPy's serving meanwhile (jit).
-    tier_up = jit.tier_up if jit.mode() == "background" else None
+    # Background: numba kernels are built when a plan is reused, NumPy's serving meanwhile (jit);
+    # eager: before its first call runs.
+    tier_up = jit.tier_up if jit.mode() == "background" else jit.tier_up_eager
     memory.retain_freed_memory()
     return PlanCompiler(context, KERNEL_TABLES, fuse=fuse, check_outputs=check_outputs, tier_up=tier_up,
                         modes=MODES)
