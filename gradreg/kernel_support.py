@@ -21,6 +21,8 @@ Threads (gradreg.backends.threads, gradreg.backends.workers):
   ``parallel`` kernel that calls BLAS: one), put back as the caller had it after;
 * ``product(a, b, threads)``: ``np.matmul(a, b)`` cut among ``threads`` of gradreg's threads,
   BLAS on one thread in each part (never BLAS's own threads, which spin long after a call).
+* ``column_sums(matrix)``: ``matrix.sum(axis=0)`` of a 2-D array as one BLAS product with a row
+  of ones (a sum over a batch's positions: several times NumPy's sum's speed).
 
 Compiled loops (the numba backend, gradreg.backends.numba):
 
@@ -55,7 +57,7 @@ from gradreg.backends.numba.cache import writable
 from gradreg.backends.numba.codegen import compile_module
 from gradreg.backends.numba.description import accept_arrays, elementwise, numba_available, same_shapes
 from gradreg.backends.threads import blas_threads, max_threads, threads_for
-from gradreg.backends.workers import parallel, product, split
+from gradreg.backends.workers import column_sums, parallel, product, split
 
-__all__ = ["Recycler", "accept_arrays", "blas_threads", "compile_module", "elementwise", "max_threads",
+__all__ = ["Recycler", "accept_arrays", "blas_threads", "column_sums", "compile_module", "elementwise", "max_threads",
            "native_loop", "numba_available", "parallel", "product", "same_shapes", "split", "threads_for", "writable"]

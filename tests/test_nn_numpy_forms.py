@@ -123,3 +123,14 @@ def test_a_groups_leading_sum_is_numpys(shape, axes, keep, dtype):
     strided = value[..., ::2] if value.ndim > len(axes) else value   # not contiguous: np.sum
     np.testing.assert_allclose(_leading_sum(strided, after),
                                np.sum(strided.astype(np.float64), axis=axes, keepdims=keep), rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_column_sums_are_numpys_column_sums(dtype):
+    from gradreg import kernel_support as ks
+    rng = np.random.default_rng(5)
+    matrix = (rng.standard_normal((8 * 32 * 32, 24)) * 10).astype(dtype)
+    got = ks.column_sums(matrix)
+    assert got.shape == (24,) and got.dtype == dtype
+    np.testing.assert_allclose(got, matrix.astype(np.float64).sum(axis=0), rtol=1e-5, atol=1e-3)
+    assert ks.column_sums(np.zeros((0, 3), dtype)).tolist() == [0.0, 0.0, 0.0]

@@ -244,8 +244,7 @@ class _GroupKernel:
 
 
 # The NumPy kernels' Sum of a group's value (SumAfter) over this many rows or more is a product
-# with a row of ones: BLAS took 4-14x less time than np.sum over (0, 1, 2) of MobileNetV2-64's
-# (8, 32, 32, c) values (float32 sums either way; their order differs).
+# with a row of ones (workers.column_sums: BLAS; float32 sums either way, their order differs).
 BLAS_SUM_ROWS = 64
 _BLAS_SUMMED = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
@@ -257,7 +256,7 @@ def _leading_sum(value: Any, after: SumAfter) -> Any:
             and value.flags.c_contiguous and after.axes == tuple(range(k)):
         rows = math.prod(value.shape[:k])
         if rows >= BLAS_SUM_ROWS:
-            total = np.ones(rows, value.dtype) @ value.reshape(rows, -1)
+            total = workers.column_sums(value.reshape(rows, -1))
             return total.reshape(((1,) * k if after.keep else ()) + value.shape[k:])
     return np.sum(value, axis=after.axes, keepdims=after.keep)
 
