@@ -341,3 +341,72 @@ def test_the_eager_policy_builds_before_the_first_run_and_makes_the_pool(monkeyp
     (name, _), = plan.upgrades
     assert plan._fn.__globals__[name] is not initial
     assert plan._tier_up is None       # done: later calls ask nothing
+
+
+def test_a_small_plan_made_to_be_called_again_builds_in_its_first_call(tmp_path, monkeypatch):
+    """A plan made to be called again (Session.make_callable) of at most FEW_LOOPS compiled
+    loops builds its kernels in its first call, after running it with the NumPy ones (its
+    inputs then known), and leaves its note; a plan not marked so leaves them to the second."""
+    monkeypatch.setenv("GRADREG_CACHE_DIR", str(tmp_path))
+    order: list[str] = []
+    monkeypatch.setattr(jit, "_load_compiler", lambda: order.append("compiler"))
+    monkeypatch.setattr(jit.workers, "spin_pool", lambda: order.append("pool"))
+
+    def build():
+        order.append("build")
+        return lambda v: np.exp(v) + 0
+
+    def initial(v):
+        order.append("initial")
+        return np.exp(v)
+    value = np.array([0.0, 1.0], np.float32)
+    plan = _plan_with(Tiered(initial, build, "Exp"), jit.tier_up, monkeypatch)
+    plan.repeated = True
+    np.testing.assert_allclose(plan([value])[0], np.exp(value))
+    assert order == ["compiler", "initial", "build", "pool"]
+    assert plan._tier_up is None and len(list((tmp_path / "plans").iterdir())) == 1
+    np.testing.assert_allclose(plan([value])[0], np.exp(value))
+    assert order.count("initial") == 1        # the second call ran the built kernel
+
+    order.clear()
+    other = _plan_with(Tiered(initial, build, "Exp"), jit.tier_up, monkeypatch)
+    other.upgrades[0] = (other.upgrades[0][0], Tiered(initial, build, "Exp other", family="other"))
+    other([value])                             # not marked: NumPy's kernels until the second call
+    assert order == ["compiler", "initial", "pool"]
+
+
+def test_only_plans_of_a_few_loops_made_to_be_called_again_build_in_their_first_call():
+    def plan_of(families, repeated=True):
+        upgrades = [(f"k{i}", Tiered(np.exp, lambda: np.exp, f"Exp {i}", family=f)) for i, f in enumerate(families)]
+        return type("P", (), {"repeated": repeated, "upgrades": upgrades})()
+    assert jit._few_loops(plan_of(["a"] * 20 + ["b", "c", "d"]))
+    assert not jit._few_loops(plan_of(["a"] * 20 + ["b", "c", "d"], repeated=False))
+    assert not jit._few_loops(plan_of(["a", "b", "c", "d", "e"]))
+    assert not jit._few_loops(plan_of(["a"] * (8 * jit.FEW_LOOPS + 1)))    # too many kernels to look at
+
+
+def test_make_callable_marks_its_plan_to_be_called_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADREG_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("GRADREG_JIT", raising=False)
+    seen: list[tuple[int, bool]] = []
+    original = jit.tier_up
+
+    def tier_up(plan, calls):
+        seen.append((calls, plan.repeated))
+        return original(plan, calls)
+    monkeypatch.setattr(jit, "tier_up", tier_up)
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float32, [4], name="x")
+        y = gr.tanh(x * 2.0 + 1.0) * 3.0
+    value = np.linspace(-1, 1, 4, dtype=np.float32)
+    expected = np.tanh(value * 2 + 1) * 3
+    session = gr.Session(graph, backend="numba")
+    np.testing.assert_allclose(session.run(y, {x: value}), expected, rtol=1e-6)
+    assert seen == [(0, False), (1, False)]
+    seen.clear()
+    run = session.make_callable(y, [x])
+    np.testing.assert_allclose(run(value), expected, rtol=1e-6)
+    assert seen == [(0, True), (1, True)]       # and built then: asked nothing more
+    np.testing.assert_allclose(run(value), expected, rtol=1e-6)
+    assert seen == [(0, True), (1, True)]

@@ -478,6 +478,9 @@ class Plan:
         self.upgrades = list(upgrades)
         self._timed: dict[str, float] | None = None    # time_upgrades' tally
         self.calls = 0
+        # made to be called again and again (Session.make_callable): the backend's policy may
+        # build its kernels in the first call
+        self.repeated = False
         self._tier_up = tier_up if self.upgrades else None
         if self.upgrades and tier_up is None:
             self.build_upgrades()

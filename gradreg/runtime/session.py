@@ -105,9 +105,15 @@ class Session:
         return rebuild(_as_fetched(self._call(plan, values, timeout)))
 
     def make_callable(self, fetches: Any, feed_list: Sequence[Any] = ()) -> Callable[..., Any]:
-        """A function ``f(*feed_values)`` running ``fetches`` with the plan compiled once."""
+        """A function ``f(*feed_values)`` running ``fetches`` with the plan compiled once.
+
+        The function is taken to be called again and again (a training step): with the numba
+        backend, a plan of a few compiled loops builds them in its first call, as ``jax.jit``
+        does, rather than in the background from its second (gradreg.backends.numba.jit)."""
         flat, rebuild = _flatten(fetches)
         plan, converters = self._compile(flat, list(feed_list))
+        if hasattr(plan, "repeated"):    # a Plan (gradreg.runtime.plan, imported with the backends)
+            plan.repeated = True
 
         def run(*values: Any) -> Any:
             if len(values) != len(converters):

@@ -1,11 +1,17 @@
-"""When the numba backend compiles: never on the way to a plan's first result.
+"""When the numba backend compiles: on the way to a plan's first result only for a small
+plan made to be called again and again.
 
 A numba kernel is a :class:`gradreg.registry.kernels.Tiered` kernel: its NumPy version runs
 at once, and ``build()`` imports numba and compiles (or loads from the disk cache,
 gradreg.backends.numba.cache) the fast one. ``GRADREG_JIT`` says when builds run:
 
-* ``background`` (the default): when a plan runs a second time -- it is being reused, so
-  compiling may pay -- its kernels are queued to one background thread, which builds them
+* ``background`` (the default): a plan made to be called again and again
+  (``Session.make_callable``) whose kernels share at most :data:`FEW_LOOPS` compiled loops
+  builds them in its first call, before it returns, as ``jax.jit`` would (an MLP step, an
+  RNN, a chain of elementwise ops: 0.1-0.3 s from an empty cache; their NumPy kernels are
+  3x and more slower than the compiled ones, so building them beside the calls had a second
+  or so of calls at 3-8x). Other plans, when they run a second time -- they are being
+  reused, so compiling may pay -- have their kernels queued to one background thread, which builds them
   one by one while the plan keeps running with the NumPy kernels, and swaps each in as it
   is ready. The second call is timed kernel by kernel, and the builds go by what they
   gain: the kernels that took longest in it first, those sharing a compiled loop together
@@ -17,7 +23,8 @@ gradreg.backends.numba.cache) the fast one. ``GRADREG_JIT`` says when builds run
   call. They are loaded after the first call, not before: a fused loop is compiled for its
   inputs as they came (read-only or not), which the first call shows. Before its first call
   runs, a plan loads LLVM (llvmlite) for the builds to come, and the allocator its calls use.
-  A command that runs a new plan once never imports numba.
+  A command that runs a new plan once (``Session.run``, as the command line does) never
+  imports numba.
 * ``eager``: each plan builds its kernels before its first call runs, then makes its
   allocator and pool as the background mode does (:func:`tier_up_eager`; the behaviour before
   tiering; tests that check numba's kernels use it).
@@ -43,7 +50,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from gradreg.backends import native, workers
+from gradreg.backends import native, threads, workers
 from gradreg.backends.native import allocator
 from gradreg.backends.numba.cache import cache_dir
 from gradreg.registry.kernels import Tiered
@@ -143,6 +150,13 @@ def tier_up(plan: Any, calls: int) -> bool:
         noted = note is not None and note.exists()
         if noted:
             plan.build_upgrades()
+        elif _few_loops(plan):
+            # a plan made to be called again (Session.make_callable) of a few loops: built now,
+            # in its first call, as jax.jit does (0.1-0.3 s from an empty cache for the MLP, the
+            # RNN and the elementwise chain, whose NumPy kernels are 3x and more slower)
+            plan.build_upgrades()
+            _leave_note(plan)
+            noted = True
         else:
             plan.time_upgrades()     # the second call shows what each build would gain (_queue)
             # and each kernel's family is worked out now, in the first call (a fused group's
@@ -153,12 +167,23 @@ def tier_up(plan: Any, calls: int) -> bool:
         # GIL held; 80,000 objects for MobileNetV2-64): made here, as the first call returns, it
         # does not fall in a later call (the builds' objects count little: _Builder.work).
         gc.collect()
-        # and the spinning pool of kernel threads (a compiled spin loaded and calibrated): made
-        # later, by a thread of its own, it would hold the GIL in the calls after this one
-        workers.spin_pool()
+        _threads_ready()
         return noted
     _queue(plan)
     return True
+
+
+# A plan made to be called again whose kernels share at most this many compiled loops (each
+# 0.05-0.3 s to build, a direct convolution's 0.5-0.9 s) builds them in its first call.
+FEW_LOOPS = 4
+
+
+def _few_loops(plan: Any) -> bool:
+    """Whether ``plan`` is to be called again (Session.make_callable) and its kernels share at
+    most FEW_LOOPS compiled loops (their families)."""
+    if not getattr(plan, "repeated", False) or len(plan.upgrades) > 8 * FEW_LOOPS:
+        return False
+    return len({family(tiered) for _, tiered in plan.upgrades}) <= FEW_LOOPS
 
 
 def tier_up_eager(plan: Any, calls: int) -> bool:
@@ -172,8 +197,18 @@ def tier_up_eager(plan: Any, calls: int) -> bool:
         plan.build_upgrades()
         return False
     gc.collect()
-    workers.spin_pool()
+    _threads_ready()
     return True
+
+
+def _threads_ready() -> None:
+    """What the kernels' threads need, made as a plan's first call returns: the spinning pool
+    (a compiled spin loaded and calibrated; made later, by a thread of its own, it would hold
+    the GIL in the calls after this one) and the BLAS libraries' controls (threadpoolctl's
+    import and its scan of the loaded libraries, 4-6 ms: asked by the first kernel split over
+    the threads, it had the elementwise chain's second call take 3-4x its steady state)."""
+    workers.spin_pool()
+    threads.blas_limit()
 
 
 def _load_compiler() -> None:
