@@ -230,6 +230,36 @@ def test_a_kernel_traced_again_is_the_same_ir():
     assert trace() == first
 
 
+def test_a_kernel_compiled_without_the_unroller_computes_the_same_and_is_cached_apart(tmp_path, monkeypatch):
+    """``unroll=False`` (the direct convolutions') leaves LLVM's loop unroller out: the same
+    values, and machine code kept under another name in the disk cache, so that a kernel
+    compiled one way is never loaded for the other."""
+    from gradreg.backends.native import engine
+    monkeypatch.setenv("GRADREG_CACHE_DIR", str(tmp_path))
+
+    def axpy(unroll: bool):
+        k = dsl.Kernel("axpy_unroll" if unroll else "axpy_no_unroll", distinct=True, unroll=unroll)
+        x, y = k.array(np.float64, 1), k.array(np.float64, 1)
+        a = k.scalar(np.float64)
+        for i in k.range(x.shape[0]):
+            y[i] = y[i] + a * x[i]
+        return k
+
+    x = np.linspace(-3.0, 5.0, 1001)
+    results = []
+    for unroll in (True, False):
+        y = np.cos(x)
+        axpy(unroll).compile()(x, y, 0.75)
+        results.append(y)
+    np.testing.assert_array_equal(results[0], np.cos(x) + 0.75 * x)
+    np.testing.assert_array_equal(results[1], results[0])
+    source = axpy(True).ir_source()
+    assert engine._cache_path(source, unroll=False) != engine._cache_path(source)
+    assert engine._pass_builder(False)[1].loop_unrolling is False
+    assert engine._pass_builder(True)[1].loop_unrolling is True
+    assert len(list((tmp_path / "native").rglob("*.o"))) == 2
+
+
 def test_the_entry_reads_arrays_itself_and_leaves_the_rest_to_the_wrapper():
     """Where NumPy's struct layout holds (pycall.layout_ok), a kernel is a builtin function
     that reads its arguments in machine code; a subclass, another byte order, a bad int or

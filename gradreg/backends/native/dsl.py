@@ -351,9 +351,10 @@ class VectorVar:
 class Kernel:
     """One kernel: declare its parameters in order, write its body, then :meth:`compile`."""
 
-    def __init__(self, name: str, distinct: bool = False):
+    def __init__(self, name: str, distinct: bool = False, unroll: bool = True):
         self.name = name
         self.distinct = distinct    # its arrays never share memory: LLVM may assume so (noalias)
+        self.unroll = unroll        # False: LLVM's loop unroller left out (engine.compile_ir)
         # block names numbered within the kernel: the same kernel traced in another process is
         # the same IR, hence the same machine code in the disk cache (engine)
         self._names = itertools.count()
@@ -565,7 +566,8 @@ class Kernel:
             pycall.add_entry(self.module, self.function, self.params, f"{self.name}.py")
         source = self.ir_source()
         variables = tuple(f"{self.name}.py.{g}" for g in ("ndarray", "fallback", "none")) if fast else ()
-        addresses = engine.compile_ir(source, [self.name, f"{self.name}.py"] if fast else [self.name], variables)
+        addresses = engine.compile_ir(source, [self.name, f"{self.name}.py"] if fast else [self.name], variables,
+                                      unroll=self.unroll)
         address = addresses[self.name]
         c_params = []
         lines = []
@@ -599,13 +601,14 @@ class Kernel:
         return pycall.make_callable(f"{self.name}.py", addresses[f"{self.name}.py"], addresses.__getitem__, kernel)
 
 
-def compile_loop(name: str, dtype: Any, write: Callable[[Kernel, np.dtype], None], distinct: bool = False) -> Any:
+def compile_loop(name: str, dtype: Any, write: Callable[[Kernel, np.dtype], None], distinct: bool = False,
+                 unroll: bool = True) -> Any:
     """The loop ``write(k, dtype)`` traces into a new kernel ``k`` for arrays of ``dtype``
     (float32 or float64: anything else raises Unsupported), compiled now: what a family's
-    table of loop writers builds one loop with."""
+    table of loop writers builds one loop with. ``distinct`` and ``unroll``: as Kernel's."""
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
         raise Unsupported(f"the loop {name} of {dtype}")
-    k = Kernel(f"{name}_{dtype.name}", distinct=distinct)
+    k = Kernel(f"{name}_{dtype.name}", distinct=distinct, unroll=unroll)
     write(k, dtype)
     return k.compile()

@@ -60,11 +60,13 @@ def _target_machine() -> Any:
 
 
 @functools.cache
-def _pass_builder() -> Any:
+def _pass_builder(unroll: bool = True) -> Any:
+    """``-O3``'s pipeline, with or without LLVM's loop unroller (see :func:`compile_ir`)."""
     llvm = _llvm()
     # the optimizer's target machine is its own: an execution engine owns (and frees) the one it is given
     machine = _target_machine()
     options = llvm.create_pipeline_tuning_options(speed_level=3)
+    options.loop_unrolling = unroll
     return machine, options, llvm.create_pass_builder(machine, options)
 
 
@@ -76,14 +78,15 @@ def data_layout() -> str:
     return str(_pass_builder()[0].target_data)
 
 
-def _cache_path(source: str) -> Path | None:
+def _cache_path(source: str, unroll: bool = True) -> Path | None:
     """Where the machine code of ``source`` is kept: the kernel cache directory (the numba
     backend's, gradreg.backends.numba.cache), under native/, named by a hash of the IR, the
-    CPU and its features, and LLVM's version; None when no directory is writable."""
+    CPU and its features, LLVM's version and the pipeline's options; None when no directory is
+    writable."""
     _, cpu, features = _host()
     # (and Python's and NumPy's versions: the entry functions read their objects' structs, pycall)
-    digest = hashlib.sha256("\0".join((source, triple(), cpu, features, _llvm().llvm_version_info.__str__(),
-                                       sys.version, np.__version__, _FORMAT)).encode()).hexdigest()
+    parts = (source, triple(), cpu, features, _llvm().llvm_version_info.__str__(), sys.version, np.__version__, _FORMAT)
+    digest = hashlib.sha256("\0".join(parts if unroll else (*parts, "no-unroll")).encode()).hexdigest()
     return cache_dir() / "native" / digest[:2] / f"{digest[2:34]}.o"
 
 
@@ -103,16 +106,19 @@ def _write_cached(path: Path | None, code: bytes) -> None:
         write_machine_code(path, code)
 
 
-def compile_ir(source: str, names: list[str], variables: tuple[str, ...] = ()) -> dict[str, int]:
+def compile_ir(source: str, names: list[str], variables: tuple[str, ...] = (), unroll: bool = True) -> dict[str, int]:
     """Optimize and compile the IR module ``source`` (or load its machine code from the disk
-    cache); the addresses of its functions ``names`` and of its global ``variables``."""
+    cache); the addresses of its functions ``names`` and of its global ``variables``.
+    ``unroll=False`` leaves out LLVM's loop unroller: for loops unrolled by hand already
+    (gradreg_plugins.nn's direct convolutions, whose accumulators are a block of positions or
+    channels), where it only made more code to compile and to run."""
     llvm = _llvm()
-    path = _cache_path(source)
+    path = _cache_path(source, unroll)
     cached = _read_cached(path)
     with _lock:
         module = llvm.parse_assembly(source)
         module.verify()
-        machine, _, builder = _pass_builder()
+        machine, _, builder = _pass_builder(unroll)
         module.triple = triple()
         module.data_layout = str(machine.target_data)
         if cached is None:

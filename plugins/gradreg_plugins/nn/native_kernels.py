@@ -41,13 +41,14 @@ Loop = Callable[..., None]
 _MAY_ALIAS = {"spread"}
 
 
-def _compile(name: str, dtype: np.dtype, write: Callable[[Kernel, np.dtype], None]) -> Loop:
+def _compile(name: str, dtype: np.dtype, write: Callable[[Kernel, np.dtype], None], unroll: bool = True) -> Loop:
     """The loop ``write`` traces, for arrays of ``dtype`` (float32 and float64 only, as
     numba_kernels'), compiled now. Every caller gives the loops distinct arrays (outputs made
     for the call), and LLVM is told so (``distinct``): without checking for overlaps at run time
     it vectorizes more of them, and the convolutions' small ones ran up to 2x faster (gather 53
-    against 100 us at (8, 16, 16, 3, 3, 4); col2im, the depthwise loops 5-30%)."""
-    return compile_loop(name, dtype, write, distinct=name not in _MAY_ALIAS)
+    against 100 us at (8, 16, 16, 3, 3, 4); col2im, the depthwise loops 5-30%). ``unroll``:
+    LLVM's loop unroller (gradreg.native's Kernel)."""
+    return compile_loop(name, dtype, write, distinct=name not in _MAY_ALIAS, unroll=unroll)
 
 
 # -- bias addition, softmax (numba_kernels._LOOPS) ------------------------------------------------
@@ -499,8 +500,13 @@ def direct_conv_loop(dtype: Any, kind: str, channels: int, block: int) -> Loop:
 def _direct_conv_loop(dtype: np.dtype, kind: str, channels: int, block: int) -> Loop:
     if channels < 1 or block < 1:
         raise Unsupported(f"a direct loop of {channels} channels, {block} a block")
+    # Unrolled by hand (a block of accumulators), the direct loops are compiled without LLVM's
+    # unroller, which only made more code: the slim ResNet's direct loops compiled in 0.78-0.92 s
+    # in all instead of 1.21-1.52 s, the slim DenseNet's in 0.98-1.13 s instead of 1.54-1.84 s,
+    # and ran as fast or faster (one thread, the slim ResNet's Conv2D 0.81-0.89 ms a step
+    # against 1.02-1.11; docs/benchmarks.md, 2026-12-02).
     return _compile(f"direct_{kind}_{channels}x{block}", dtype,
-                    lambda k, dtype: _DIRECT[kind](k, dtype, channels, block))
+                    lambda k, dtype: _DIRECT[kind](k, dtype, channels, block), unroll=False)
 
 
 # -- average pooling (native only: nn/pooling's NumPy kernels' values, in their order) -----------
