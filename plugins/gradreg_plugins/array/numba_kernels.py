@@ -12,6 +12,8 @@ loop (array/native_kernels): np.concatenate's row-at-a-time copy is slow for a f
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gradreg.kernel_support import native_loop, numba_available
@@ -49,9 +51,9 @@ def _flat_rows(indices: np.ndarray, dims: tuple, updates: np.ndarray) -> tuple[n
     points = indices.reshape(-1, depth)
     if points.size and ((points < 0).any() or (points >= np.asarray(dims[:depth])).any()):
         return None
-    rows = int(np.prod(dims[:depth], dtype=np.int64))
+    rows = math.prod(dims[:depth])
     flat = np.ravel_multi_index(tuple(points.T), dims[:depth]) if points.size else np.zeros(0, np.int64)
-    return flat.astype(np.int64), rows, int(np.prod(dims[depth:], dtype=np.int64))
+    return flat.astype(np.int64), rows, math.prod(dims[depth:])
 
 
 def _tiered(op, checked, compute) -> Tiered:
@@ -80,7 +82,7 @@ def _scatter_nd(op, ctx):
         indices, updates = np.asarray(indices), np.asarray(updates)
         dims = tuple(int(d) for d in np.asarray(shape).reshape(-1))
         plan = _flat_rows(indices, dims, updates) if all(d >= 0 for d in dims) else None
-        if plan is None or int(np.prod(dims, dtype=np.int64)) > ctx.max_elements:
+        if plan is None or math.prod(dims) > ctx.max_elements:
             return checked(indices, updates, shape)
         return _scatter_into(np.zeros(dims, updates.dtype), *plan, updates)
     return _tiered(op, checked, compute)

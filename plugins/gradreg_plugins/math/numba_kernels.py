@@ -14,6 +14,7 @@ by numba otherwise.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -229,7 +230,7 @@ def scatter_add_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray) -> None
 def _scatter(data: np.ndarray, ids: np.ndarray, n: int, inner: tuple, combine: str = "add") -> np.ndarray:
     """Rows of ``data`` (after the ids' dims) combined into ``n`` rows of shape ``inner``
     (summed, or the max / min / product starting from TensorFlow's identity of each)."""
-    width = int(np.prod(inner, dtype=np.int64))
+    width = math.prod(int(d) for d in inner)     # (NumPy's prod: 3.5 us a call)
     out = np.full((n,) + tuple(inner), _IDENTITY[combine](data.dtype), dtype=data.dtype)
     _run_scatter(combine, out.reshape(n, width), ids, np.ascontiguousarray(data).reshape(ids.size, width))
     return out
@@ -250,7 +251,7 @@ def _numpy_kernel(op, ctx):
 
 
 def _fits(n: int, inner: tuple, ctx) -> bool:
-    return n * int(np.prod(inner, dtype=np.int64)) <= ctx.max_elements
+    return n * math.prod(int(d) for d in inner) <= ctx.max_elements
 
 
 # Well-formed inputs are scattered here; the NumPy kernel raises the errors of the others.

@@ -14,6 +14,7 @@ available, and by numba otherwise.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -192,10 +193,11 @@ def _loop(dtype: np.dtype, name: str):
 
 
 def _three_dims(shape: tuple, axis: int) -> tuple[int, int, int]:
-    """``shape`` as (before axis, axis, after axis)."""
+    """``shape`` as (before axis, axis, after axis). (math.prod: NumPy's prod took 3.5 us a
+    call, and BiasAdd's compiled kernel, which asks this at each call, ran the slim ResNet's
+    (8, 10) logits in 9.4 us against 2.0 us for NumPy's add.)"""
     axis %= len(shape)
-    return (int(np.prod(shape[:axis], dtype=np.int64)), shape[axis],
-            int(np.prod(shape[axis + 1:], dtype=np.int64)))
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
 
 
 def _numpy_kernel(op, ctx):
