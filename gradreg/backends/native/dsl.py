@@ -349,7 +349,12 @@ class VectorVar:
 
 
 class Kernel:
-    """One kernel: declare its parameters in order, write its body, then :meth:`compile`."""
+    """One kernel: declare its parameters in order, write its body, then :meth:`compile`.
+
+    ``distinct``: the arrays it is given never share memory, and LLVM may assume so (noalias:
+    no checks for overlap, more loops vectorized). ``unroll=False``: compiled without LLVM's
+    loop unroller, for loops unrolled by hand (a block of accumulators), where it only makes
+    more code to compile and to run."""
 
     def __init__(self, name: str, distinct: bool = False, unroll: bool = True):
         self.name = name
