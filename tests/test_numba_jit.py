@@ -2,6 +2,7 @@
 kernels and imports no numba; a reused plan gets its compiled kernels in the background."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -317,14 +318,8 @@ def test_build_order_takes_the_families_worked_out_before():
     assert [name for name, _ in order] == ["b", "a", "c"]      # the loop's 3 ms before Softmax's 2.5
 
 
-def test_the_eager_policy_builds_before_the_first_run_and_makes_the_pool(monkeypatch):
-    """GRADREG_JIT=eager: the kernels built, with LLVM and the allocator loaded, before the first
-    call runs; the spinning pool made as it returns; nothing asked after (a plan given no policy
-    never made the allocator nor the pool: 1.5x slower steady steps)."""
-    order: list[str] = []
-    monkeypatch.setattr(jit, "_load_compiler", lambda: order.append("compiler"))
-    monkeypatch.setattr(jit.workers, "spin_pool", lambda: order.append("pool"))
-
+def _recorded_exp(order: list[str]) -> Tiered:
+    """An Exp kernel whose NumPy version's runs and whose build are noted in ``order``."""
     def build():
         order.append("build")
         return lambda v: np.exp(v) + 0
@@ -332,14 +327,25 @@ def test_the_eager_policy_builds_before_the_first_run_and_makes_the_pool(monkeyp
     def initial(v):
         order.append("initial")
         return np.exp(v)
-    plan = _plan_with(Tiered(initial, build, "Exp"), jit.tier_up_eager, monkeypatch)
+    return Tiered(initial, build, "Exp")
+
+
+def test_the_eager_policy_builds_before_the_first_run_and_makes_the_pool(monkeypatch):
+    """GRADREG_JIT=eager: the kernels built, with LLVM and the allocator loaded, before the first
+    call runs; the spinning pool made as it returns; nothing asked after (a plan given no policy
+    never made the allocator nor the pool: 1.5x slower steady steps)."""
+    order: list[str] = []
+    monkeypatch.setattr(jit, "_load_compiler", lambda: order.append("compiler"))
+    monkeypatch.setattr(jit.workers, "spin_pool", lambda: order.append("pool"))
+    tiered = _recorded_exp(order)
+    plan = _plan_with(tiered, jit.tier_up_eager, monkeypatch)
     assert order == []                 # not at compile time: before the first call runs
     value = np.array([0.0, 1.0], np.float32)
     for _ in range(3):
         np.testing.assert_allclose(plan([value])[0], np.exp(value))
     assert order == ["compiler", "build", "pool"]
     (name, _), = plan.upgrades
-    assert plan._fn.__globals__[name] is not initial
+    assert plan._fn.__globals__[name] is not tiered.initial
     assert plan._tier_up is None       # done: later calls ask nothing
 
 
@@ -351,16 +357,8 @@ def test_a_small_plan_made_to_be_called_again_builds_in_its_first_call(tmp_path,
     order: list[str] = []
     monkeypatch.setattr(jit, "_load_compiler", lambda: order.append("compiler"))
     monkeypatch.setattr(jit.workers, "spin_pool", lambda: order.append("pool"))
-
-    def build():
-        order.append("build")
-        return lambda v: np.exp(v) + 0
-
-    def initial(v):
-        order.append("initial")
-        return np.exp(v)
     value = np.array([0.0, 1.0], np.float32)
-    plan = _plan_with(Tiered(initial, build, "Exp"), jit.tier_up, monkeypatch)
+    plan = _plan_with(_recorded_exp(order), jit.tier_up, monkeypatch)
     plan.repeated = True
     np.testing.assert_allclose(plan([value])[0], np.exp(value))
     assert order == ["compiler", "initial", "build", "pool"]
@@ -369,8 +367,9 @@ def test_a_small_plan_made_to_be_called_again_builds_in_its_first_call(tmp_path,
     assert order.count("initial") == 1        # the second call ran the built kernel
 
     order.clear()
-    other = _plan_with(Tiered(initial, build, "Exp"), jit.tier_up, monkeypatch)
-    other.upgrades[0] = (other.upgrades[0][0], Tiered(initial, build, "Exp other", family="other"))
+    tiered = _recorded_exp(order)
+    other = _plan_with(tiered, jit.tier_up, monkeypatch)
+    other.upgrades[0] = (other.upgrades[0][0], dataclasses.replace(tiered, name="Exp other", family="other"))
     other([value])                             # not marked: NumPy's kernels until the second call
     assert order == ["compiler", "initial", "pool"]
 
