@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -349,10 +350,10 @@ def test_the_eager_policy_builds_before_the_first_run_and_makes_the_pool(monkeyp
     assert plan._tier_up is None       # done: later calls ask nothing
 
 
-def test_a_small_plan_made_to_be_called_again_builds_in_its_first_call(tmp_path, monkeypatch):
-    """A plan made to be called again (Session.make_callable) of at most FEW_LOOPS compiled
-    loops builds its kernels in its first call, after running it with the NumPy ones (its
-    inputs then known), and leaves its note; a plan not marked so leaves them to the second."""
+def test_a_plan_made_to_be_called_again_builds_in_its_first_call(tmp_path, monkeypatch):
+    """A plan made to be called again (Session.make_callable) builds its kernels in its first
+    call, after running it with the NumPy ones (its inputs then known), and leaves its note; a
+    plan not marked so leaves them to the second."""
     monkeypatch.setenv("GRADREG_CACHE_DIR", str(tmp_path))
     order: list[str] = []
     monkeypatch.setattr(jit, "_load_compiler", lambda: order.append("compiler"))
@@ -374,14 +375,65 @@ def test_a_small_plan_made_to_be_called_again_builds_in_its_first_call(tmp_path,
     assert order == ["compiler", "initial", "pool"]
 
 
-def test_only_plans_of_a_few_loops_made_to_be_called_again_build_in_their_first_call():
-    def plan_of(families, repeated=True):
-        upgrades = [(f"k{i}", Tiered(np.exp, lambda: np.exp, f"Exp {i}", family=f)) for i, f in enumerate(families)]
-        return type("P", (), {"repeated": repeated, "upgrades": upgrades})()
-    assert jit._few_loops(plan_of(["a"] * 20 + ["b", "c", "d"]))
-    assert not jit._few_loops(plan_of(["a"] * 20 + ["b", "c", "d"], repeated=False))
-    assert not jit._few_loops(plan_of(["a", "b", "c", "d", "e"]))
-    assert not jit._few_loops(plan_of(["a"] * (8 * jit.FEW_LOOPS + 1)))    # too many kernels to look at
+def _plan_of_exps(kernels: list[Tiered]):
+    """A plan of a chain of Exps, x -> Exp -> Exp -> ..., the i-th Exp's kernel ``kernels[i]``."""
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float64, [3], name="x")
+        y = x
+        for i in range(len(kernels)):
+            y = gr.apply_op("Exp", y, name=f"exp{i}")
+    registry = get_registry()
+    original = registry.kernel_factory
+
+    def factory(op_type, table):
+        if op_type == "Exp":
+            return lambda op, ctx: kernels[int(op.name[3:])]
+        return original(op_type, table)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry, "kernel_factory", factory)
+        return PlanCompiler(SessionContext(graph, None, "test", {}), ("numpy",), tier_up=jit.tier_up).compile([y], [x])
+
+
+def test_a_plan_made_to_be_called_again_builds_in_its_first_call_for_its_budget_then_in_the_background(
+        tmp_path, monkeypatch):
+    """Its first call builds the kernels, those that took longest in it first, until
+    FIRST_CALL_SECONDS have passed; the rest are queued to the background thread, and the note
+    is left once all are built."""
+    monkeypatch.setenv("GRADREG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(jit, "_load_compiler", lambda: None)
+    monkeypatch.setattr(jit, "_threads_ready", lambda: None)
+    monkeypatch.setattr(jit, "FIRST_CALL_SECONDS", 0.12)
+    built: list[int] = []
+
+    def kernel(i: int) -> Tiered:
+        def initial(v):
+            if i == 3:
+                time.sleep(0.02)          # the slowest in the first call: built first
+            return np.exp(v)
+
+        def build():
+            time.sleep(0.05)
+            built.append(i)
+            return np.exp
+        return Tiered(initial, build, f"Exp {i}", family=f"loop {i}")
+    plan = _plan_of_exps([kernel(i) for i in range(5)])
+    plan.repeated = True
+    value = np.array([-3.0, -2.0, -1.0])
+    expected = value
+    for _ in range(5):
+        expected = np.exp(expected)
+    np.testing.assert_allclose(plan([value])[0], expected)
+    first = list(built)
+    assert first[0] == 3                       # by what it took in the first call
+    assert 1 <= len(first) <= 3                # 0.05 s each, 0.12 s to build in
+    assert not (tmp_path / "plans").exists()   # no note while some are left
+    assert jit.wait_for_kernels(30)
+    assert sorted(built) == [0, 1, 2, 3, 4]
+    assert len(list((tmp_path / "plans").iterdir())) == 1
+    bound = plan._fn.__globals__
+    assert all(bound[name] is np.exp for name, _ in plan.upgrades)
+    np.testing.assert_allclose(plan([value])[0], expected)
 
 
 def test_make_callable_marks_its_plan_to_be_called_again(tmp_path, monkeypatch):

@@ -635,9 +635,15 @@ class Plan:
     def build_upgrades(self) -> None:
         """Build every upgrade now, in this thread (a failing build keeps the initial kernel)."""
         for name, tiered in self.upgrades:
-            built = build_quietly(tiered)
-            if built is not None:
-                self.install(name, built)
+            self.build_upgrade(name, tiered)
+
+    def build_upgrade(self, name: str, tiered: Tiered) -> bool:
+        """Build the upgrade ``name`` now, in this thread, and install it; False when its build
+        failed (the initial kernel stays)."""
+        built = build_quietly(tiered)
+        if built is not None:
+            self.install(name, built)
+        return built is not None
 
     def __call__(self, feed_values: Sequence[Any]) -> tuple[Any, ...]:
         if self._tier_up is not None and not self.calls:

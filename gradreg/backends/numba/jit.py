@@ -1,22 +1,24 @@
-"""When the numba backend compiles: on the way to a plan's first result only for a small
-plan made to be called again and again.
+"""When the numba backend compiles: in the first call of a plan made to be called again and
+again (within a time budget), else in the background from a plan's second call.
 
 A numba kernel is a :class:`gradreg.registry.kernels.Tiered` kernel: its NumPy version runs
 at once, and ``build()`` imports numba and compiles (or loads from the disk cache,
 gradreg.backends.numba.cache) the fast one. ``GRADREG_JIT`` says when builds run:
 
 * ``background`` (the default): a plan made to be called again and again
-  (``Session.make_callable``) whose kernels share at most :data:`FEW_LOOPS` compiled loops
-  builds them in its first call, before it returns, as ``jax.jit`` would (an MLP step, an
-  RNN, a chain of elementwise ops: 0.1-0.3 s from an empty cache; their NumPy kernels are
-  3x and more slower than the compiled ones, so building them beside the calls had a second
-  or so of calls at 3-8x). Other plans, when they run a second time -- they are being
-  reused, so compiling may pay -- have their kernels queued to one background thread, which builds them
-  one by one while the plan keeps running with the NumPy kernels, and swaps each in as it
-  is ready. The second call is timed kernel by kernel, and the builds go by what they
-  gain: the kernels that took longest in it first, those sharing a compiled loop together
-  (:func:`build_order`). When the thread has built all of a plan's kernels, it leaves a note of the plan
-  in the disk cache (:func:`plan_key`); a plan that finds its note as its first call
+  (``Session.make_callable``) builds its kernels in its first call, before it returns, as
+  ``jax.jit`` does, for up to :data:`FIRST_CALL_SECONDS` (0.2-0.3 s from an empty cache for
+  an MLP step, an RNN, a chain of elementwise ops; 1.1-1.6 s for the small Keras CNNs of
+  bench/), and queues what is left then to the background thread below. Its NumPy kernels
+  are 2-4x slower than the compiled ones, so the calls made beside background builds ran at
+  3-8x the steady state for a second or two. Other plans, when they run a second time --
+  they are being reused, so compiling may pay -- have their kernels queued to one background
+  thread, which builds them one by one while the plan keeps running with the NumPy kernels,
+  and swaps each in as it is ready. The first call (a plan made to be called again) or the
+  second is timed kernel by kernel, and the builds go by what they gain: the kernels that
+  took longest in it first, those sharing a compiled loop together (:func:`build_order`).
+  When all of a plan's kernels are built, a note of the plan is left in the disk cache
+  (:func:`plan_key`); a plan that finds its note as its first call
   returns loads its kernels from the cache then (about a second, mostly importing numba; the
   spinning pool of kernel threads is made then too), and runs them from its second call on:
   kernels loaded by the thread would have the caller wait for the GIL behind it, call after
@@ -144,18 +146,19 @@ def tier_up(plan: Any, calls: int) -> bool:
         # second call finds them there (made after the first, it had the second call take a
         # page fault for each, 10-20 ms of MobileNetV2-64's NumPy step)
         _load_compiler()
+        if getattr(plan, "repeated", False):
+            plan.time_upgrades()     # the first call shows what each build gains (_build_first)
         return False
     if calls == 1:
         note = _note_path(plan)
         noted = note is not None and note.exists()
         if noted:
+            plan.upgrade_times()     # (the first call's timing wrappers taken away)
             plan.build_upgrades()
-        elif _few_loops(plan):
-            # a plan made to be called again (Session.make_callable) of a few loops: built now,
-            # in its first call, as jax.jit does (0.1-0.3 s from an empty cache for the MLP, the
-            # RNN and the elementwise chain, whose NumPy kernels are 3x and more slower)
-            plan.build_upgrades()
-            _leave_note(plan)
+        elif getattr(plan, "repeated", False):
+            # a plan made to be called again (Session.make_callable): built now, in its first
+            # call, as jax.jit does; what is left after FIRST_CALL_SECONDS, in the background
+            _build_first(plan, FIRST_CALL_SECONDS)
             noted = True
         else:
             plan.time_upgrades()     # the second call shows what each build would gain (_queue)
@@ -173,17 +176,30 @@ def tier_up(plan: Any, calls: int) -> bool:
     return True
 
 
-# A plan made to be called again whose kernels share at most this many compiled loops (each
-# 0.05-0.3 s to build, a direct convolution's 0.5-0.9 s) builds them in its first call.
-FEW_LOOPS = 4
+# How long a plan made to be called again may build in its first call; what is left then is
+# built in the background. From an empty cache (bench/cold_start.py, 2-vCPU VM, 2026-12-02)
+# the first call built MobileNetV2-64's kernels in 1.1 s, the slim DenseNet's and ResNet's in
+# 1.2-1.6 s, an MLP step's, an RNN's and an elementwise chain's in 0.1-0.3 s: within it, with
+# room for a machine twice as busy. A larger graph's first call stays bounded.
+FIRST_CALL_SECONDS = 3.0
 
 
-def _few_loops(plan: Any) -> bool:
-    """Whether ``plan`` is to be called again (Session.make_callable) and its kernels share at
-    most FEW_LOOPS compiled loops (their families)."""
-    if not getattr(plan, "repeated", False) or len(plan.upgrades) > 8 * FEW_LOOPS:
-        return False
-    return len({family(tiered) for _, tiered in plan.upgrades}) <= FEW_LOOPS
+def _build_first(plan: Any, seconds: float) -> None:
+    """Build ``plan``'s kernels now, in the order of what they gained in its first call
+    (:func:`build_order`), until ``seconds`` have passed; queue the rest to the background
+    thread. The plan's note is left once all are built."""
+    order = build_order(plan.upgrades, plan.upgrade_times())
+    deadline = time.perf_counter() + seconds
+    built = 0
+    for name, tiered in order:
+        if time.perf_counter() > deadline:
+            break
+        plan.build_upgrade(name, tiered)
+        built += 1
+    if built == len(order):
+        _leave_note(plan)
+    else:
+        _queue(plan, order[built:])
 
 
 def tier_up_eager(plan: Any, calls: int) -> bool:
@@ -220,10 +236,13 @@ def _load_compiler() -> None:
         allocator.prepare()
 
 
-def _queue(plan: Any) -> None:
-    """Queue ``plan``'s kernels to the background thread; when the last is built, and none
-    failed, leave the plan's note."""
-    progress = {"left": len(plan.upgrades), "failed": False}
+def _queue(plan: Any, ordered: list[tuple[str, Tiered]] | None = None) -> None:
+    """Queue ``plan``'s kernels to the background thread -- those of ``ordered``, in its order,
+    the others built already; else all, in :func:`build_order`'s -- and when the last is built,
+    and none failed, leave the plan's note."""
+    if ordered is None:
+        ordered = build_order(plan.upgrades, plan.upgrade_times(), _families.pop(plan, None))
+    progress = {"left": len(ordered), "failed": False}
     lock = threading.Lock()
 
     def finished(ok: bool) -> None:
@@ -233,7 +252,7 @@ def _queue(plan: Any) -> None:
             complete = progress["left"] == 0 and not progress["failed"]
         if complete:
             _leave_note(plan)
-    for name, tiered in build_order(plan.upgrades, plan.upgrade_times(), _families.pop(plan, None)):
+    for name, tiered in ordered:
         _builder.submit(tiered, functools.partial(plan.install, name), finished)
 
 
