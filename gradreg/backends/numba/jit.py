@@ -8,7 +8,7 @@ gradreg.backends.numba.cache) the fast one. ``GRADREG_JIT`` says when builds run
 * ``background`` (the default): a plan made to be called again and again
   (``Session.make_callable``) builds its kernels in its first call, before it returns, as
   ``jax.jit`` does, for up to :data:`FIRST_CALL_SECONDS` (0.2-0.3 s from an empty cache for
-  an MLP step, an RNN, a chain of elementwise ops; 1.1-1.6 s for the small Keras CNNs of
+  an MLP step, an RNN, a chain of elementwise ops; 1.2-1.9 s for the small Keras CNNs of
   bench/), and queues what is left then to the background thread below. Its NumPy kernels
   are 2-4x slower than the compiled ones, so the calls made beside background builds ran at
   3-8x the steady state for a second or two. Other plans, when they run a second time --
@@ -178,9 +178,10 @@ def tier_up(plan: Any, calls: int) -> bool:
 
 # How long a plan made to be called again may build in its first call; what is left then is
 # built in the background. From an empty cache (bench/cold_start.py, 2-vCPU VM, 2026-12-02)
-# the first call built MobileNetV2-64's kernels in 1.1 s, the slim DenseNet's and ResNet's in
-# 1.2-1.6 s, an MLP step's, an RNN's and an elementwise chain's in 0.1-0.3 s: within it, with
-# room for a machine twice as busy. A larger graph's first call stays bounded.
+# the first call built MobileNetV2-64's kernels in 1.2-1.6 s, the slim DenseNet's and ResNet's
+# in 1.2-1.9 s, an MLP step's, an RNN's and an elementwise chain's in 0.2-0.3 s: within it,
+# with room for a busier machine; a larger graph's first call stays bounded. With 1 s, a few of
+# the slim ResNet's calls after it were above 3x its steady state.
 FIRST_CALL_SECONDS = 3.0
 
 
