@@ -436,6 +436,27 @@ def test_a_plan_made_to_be_called_again_builds_in_its_first_call_for_its_budget_
     np.testing.assert_allclose(plan([value])[0], expected)
 
 
+def test_a_plan_made_to_be_called_again_whose_build_failed_in_its_first_call_leaves_no_note(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADREG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(jit, "_load_compiler", lambda: None)
+    monkeypatch.setattr(jit, "_threads_ready", lambda: None)
+
+    def broken():
+        raise RuntimeError("no compiler today")
+    def initial(v):
+        return np.exp(v)
+    plan = _plan_of_exps([Tiered(initial, broken, "Exp 0"), Tiered(initial, lambda: np.exp, "Exp 1", family="b")])
+    plan.repeated = True
+    value = np.array([-1.0, 0.0, 1.0])
+    with pytest.warns(RuntimeWarning, match="no compiler today"):
+        np.testing.assert_allclose(plan([value])[0], np.exp(np.exp(value)))
+    assert not (tmp_path / "plans").exists()         # loaded next time, it would miss a kernel
+    bound = plan._fn.__globals__
+    assert {tiered.name: bound[name] is initial for name, tiered in plan.upgrades} == {"Exp 0": True, "Exp 1": False}
+    np.testing.assert_allclose(plan([value])[0], np.exp(np.exp(value)))
+
+
 def test_make_callable_marks_its_plan_to_be_called_again(tmp_path, monkeypatch):
     monkeypatch.setenv("GRADREG_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("GRADREG_JIT", raising=False)

@@ -188,17 +188,18 @@ FIRST_CALL_SECONDS = 3.0
 def _build_first(plan: Any, seconds: float) -> None:
     """Build ``plan``'s kernels now, in the order of what they gained in its first call
     (:func:`build_order`), until ``seconds`` have passed; queue the rest to the background
-    thread. The plan's note is left once all are built."""
+    thread. The plan's note is left once all are built (none if a build failed)."""
     order = build_order(plan.upgrades, plan.upgrade_times())
     deadline = time.perf_counter() + seconds
-    built = 0
+    built, failed = 0, False
     for name, tiered in order:
         if time.perf_counter() > deadline:
             break
-        plan.build_upgrade(name, tiered)
+        failed = not plan.build_upgrade(name, tiered) or failed
         built += 1
     if built == len(order):
-        _leave_note(plan)
+        if not failed:
+            _leave_note(plan)
     else:
         _queue(plan, order[built:])
 
