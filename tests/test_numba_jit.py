@@ -113,19 +113,28 @@ def test_eager_mode_builds_before_the_first_run(tmp_path):
     assert report["built"] == 0           # nothing left for the background thread
 
 
-def _plan_with(kernel: Tiered, tier_up, monkeypatch):
-    """A plan of y = Exp(x) whose Exp kernel is ``kernel``."""
+def _plan_of_exps(kernels: list[Tiered], monkeypatch, tier_up=jit.tier_up, dtype=gr.float64):
+    """A plan of a chain of Exps, x -> Exp -> Exp -> ..., the i-th Exp's kernel ``kernels[i]``."""
     graph = gr.Graph()
     with graph.as_default():
-        x = gr.placeholder(gr.float32, [3], name="x")
-        y = gr.apply_op("Exp", x)
+        x = gr.placeholder(dtype, [3], name="x")
+        y = x
+        for i in range(len(kernels)):
+            y = gr.apply_op("Exp", y, name=f"exp{i}")
     registry = get_registry()
     original = registry.kernel_factory
 
     def factory(op_type, table):
-        return (lambda op, ctx: kernel) if op_type == "Exp" else original(op_type, table)
+        if op_type == "Exp":
+            return lambda op, ctx: kernels[int(op.name[3:])]
+        return original(op_type, table)
     monkeypatch.setattr(registry, "kernel_factory", factory)
     return PlanCompiler(SessionContext(graph, None, "test", {}), ("numpy",), tier_up=tier_up).compile([y], [x])
+
+
+def _plan_with(kernel: Tiered, tier_up, monkeypatch):
+    """A plan of y = Exp(x) (float32) whose Exp kernel is ``kernel``."""
+    return _plan_of_exps([kernel], monkeypatch, tier_up, gr.float32)
 
 
 def test_a_failing_build_keeps_the_initial_kernel(monkeypatch):
@@ -375,26 +384,6 @@ def test_a_plan_made_to_be_called_again_builds_in_its_first_call(tmp_path, monke
     assert order == ["compiler", "initial", "pool"]
 
 
-def _plan_of_exps(kernels: list[Tiered]):
-    """A plan of a chain of Exps, x -> Exp -> Exp -> ..., the i-th Exp's kernel ``kernels[i]``."""
-    graph = gr.Graph()
-    with graph.as_default():
-        x = gr.placeholder(gr.float64, [3], name="x")
-        y = x
-        for i in range(len(kernels)):
-            y = gr.apply_op("Exp", y, name=f"exp{i}")
-    registry = get_registry()
-    original = registry.kernel_factory
-
-    def factory(op_type, table):
-        if op_type == "Exp":
-            return lambda op, ctx: kernels[int(op.name[3:])]
-        return original(op_type, table)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(registry, "kernel_factory", factory)
-        return PlanCompiler(SessionContext(graph, None, "test", {}), ("numpy",), tier_up=jit.tier_up).compile([y], [x])
-
-
 def test_a_plan_made_to_be_called_again_builds_in_its_first_call_for_its_budget_then_in_the_background(
         tmp_path, monkeypatch):
     """Its first call builds the kernels, those that took longest in it first, until
@@ -417,7 +406,7 @@ def test_a_plan_made_to_be_called_again_builds_in_its_first_call_for_its_budget_
             built.append(i)
             return np.exp
         return Tiered(initial, build, f"Exp {i}", family=f"loop {i}")
-    plan = _plan_of_exps([kernel(i) for i in range(5)])
+    plan = _plan_of_exps([kernel(i) for i in range(5)], monkeypatch)
     plan.repeated = True
     value = np.array([-3.0, -2.0, -1.0])
     expected = value
@@ -444,9 +433,11 @@ def test_a_plan_made_to_be_called_again_whose_build_failed_in_its_first_call_lea
 
     def broken():
         raise RuntimeError("no compiler today")
+
     def initial(v):
         return np.exp(v)
-    plan = _plan_of_exps([Tiered(initial, broken, "Exp 0"), Tiered(initial, lambda: np.exp, "Exp 1", family="b")])
+    plan = _plan_of_exps([Tiered(initial, broken, "Exp 0"), Tiered(initial, lambda: np.exp, "Exp 1", family="b")],
+                         monkeypatch)
     plan.repeated = True
     value = np.array([-1.0, 0.0, 1.0])
     with pytest.warns(RuntimeWarning, match="no compiler today"):

@@ -195,7 +195,8 @@ def _build_first(plan: Any, seconds: float) -> None:
     for name, tiered in order:
         if time.perf_counter() > deadline:
             break
-        failed = not plan.build_upgrade(name, tiered) or failed
+        if not plan.build_upgrade(name, tiered):
+            failed = True
         built += 1
     if built == len(order):
         if not failed:
