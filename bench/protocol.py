@@ -343,6 +343,15 @@ def across_runs(title: str, runs: list[dict[str, dict[str, Samples]]]) -> None:
                       f"(max {max(ratios):.2f}x; target <= 1.0 in every run)")
 
 
+def _set_openblas_coretype(core: str | None) -> None:
+    """OPENBLAS_CORETYPE for the workers (their environment is this process's): ``core``, or
+    none with "unset"; as it is when ``core`` is None."""
+    if core == "unset":
+        os.environ.pop("OPENBLAS_CORETYPE", None)
+    elif core:
+        os.environ["OPENBLAS_CORETYPE"] = core
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", action="append", help="mlp, elementwise, rnn, cnn (the three CNNs), one "
@@ -364,15 +373,20 @@ def main() -> None:
                         "process: busy (one core, all the time) or bursts (every core for 50 ms every 0.5 s)")
     parser.add_argument("--python", action="append", default=[], help="NAME=PATH[:SRC]: gradreg again, run by "
                         "the interpreter PATH with the source tree SRC first on sys.path (A/B of two versions)")
+    parser.add_argument("--openblas-coretype", metavar="NAME|unset", help="OPENBLAS_CORETYPE for every contender's "
+                        "process (the OpenBLAS of NumPy and gradreg; TensorFlow's oneDNN and JAX's XLA do not read "
+                        "it): a core name (SkylakeX, Haswell, ...), or unset to leave OpenBLAS to its own detection")
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be 1 or more")
+    _set_openblas_coretype(args.openblas_coretype)
     known = workloads()
     chosen = []
     for w in args.workload or [name for name in known if name not in LARGE]:
         chosen.extend(ALIASES.get(w, [w]))
     print(f"protocol: warm-up {args.warmup}, {args.rounds} rounds of turns of {args.turn} calls, "
-          f"gaps {args.gap} s, cold {args.cold_calls} calls; {os.cpu_count()} CPUs; {load()}", flush=True)
+          f"gaps {args.gap} s, cold {args.cold_calls} calls; {os.cpu_count()} CPUs; "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}; {load()}", flush=True)
     for name in chosen:
         title, specs, targets = known[name]
         contenders = _with_variants(_with_python([_contender(n, f, k, {}) for n, f, k in specs], args.python),

@@ -546,7 +546,7 @@ class Plan:
         thread then runs the cold stretches if its median per call is COLD_MARGIN lower, else
         the trial's mode does (chosen again after
         COLD_RETRY stretches, or when the trial chooses another mode)."""
-        if not self.trials or self.mode == "single" or "single" not in self._makers:
+        if not self.trials or self.mode == "single" or "single" not in self._makers or self._single_hopeless():
             self._stretch = None
             return None
         now = time.perf_counter()
@@ -555,6 +555,13 @@ class Plan:
         elif self._stretch is not None and now - self._stretch[0] >= COLD_STRETCH:
             self._stretch = None
         return None if self._stretch is None else self._stretch[1]
+
+    def _single_hopeless(self) -> bool:
+        """Whether one thread was far behind the trial's mode in the last trial (COLD_TRY_WITHIN;
+        given up: not timed to the end), so that cold stretches do not try it."""
+        medians = self.mode_medians
+        single, chosen = medians.get("single"), medians.get(self.mode)
+        return single is None or chosen is None or single > COLD_TRY_WITHIN * chosen
 
     def _cold_pick(self) -> str:
         """The mode of a new cold stretch."""
@@ -753,10 +760,18 @@ IDLE_GAP = 0.3
 COLD_STRETCH = 0.1
 COLD_SAMPLES = 3
 COLD_RETRY = 100
-# One thread runs the cold stretches only if its median is this much below the trial's mode's
-# (the MLP, run 2 of three: one thread chosen on nine calls a mode, 10.1 ms a call after 0.5 s
-# idle against 7.8 for a split).
-COLD_MARGIN = 0.1
+# One thread runs the cold stretches only if its median is this much below the trial's mode's.
+# Nine calls a mode after idle are noisy: at 0.1 the MLP (2026-12-01, run 2 of three) chose one
+# thread, 10.1 ms a call after 0.5 s idle against 7.8 for a split, and the RNN (2026-12-02, runs
+# 2 and 3) 2.43-2.60 ms against 2.05 for a split (NumPy by hand 2.03-2.08).
+COLD_MARGIN = 0.2
+# Cold stretches try one thread only if it was within this factor of the trial's mode in the
+# plan's last trial (or the trial gave it up: MODE_GIVE_UP). The choice costs its stretches on
+# one thread: the MLP's (one thread 4.82 ms a call in its trial, a split 2.63) made nine of a
+# protocol's 36 calls after 0.5 s idle at ~4.8 ms, its median 3.05 ms against 2.60 for NumPy
+# by hand; the slim ResNet's, which lost 40% to a split after idle on a 2-vCPU VM (17 against
+# 10 ms), was 1.2x behind warm and is still tried.
+COLD_TRY_WITHIN = 1.5
 
 
 def longest_trial(modes: int = 3) -> int:
