@@ -545,7 +545,8 @@ class Plan:
         in turn to one thread and to the mode the trial chose, COLD_SAMPLES each, and one
         thread then runs the cold stretches if its median per call is COLD_MARGIN lower, else
         the trial's mode does (chosen again after
-        COLD_RETRY stretches, or when the trial chooses another mode)."""
+        COLD_RETRY stretches, or when the trial chooses another mode). One thread is not
+        tried when the trial found it more than COLD_TRY_WITHIN times slower than its mode."""
         if not self.trials or self.mode == "single" or "single" not in self._makers or self._single_hopeless():
             self._stretch = None
             return None
