@@ -771,7 +771,7 @@ COLD_MARGIN = 0.2
 # one thread: the MLP's (one thread 4.82 ms a call in its trial, a split 2.63) made nine of a
 # protocol's 36 calls after 0.5 s idle at ~4.8 ms, its median 3.05 ms against 2.60 for NumPy
 # by hand; the slim ResNet's, which lost 40% to a split after idle on a 2-vCPU VM (17 against
-# 10 ms), was 1.2x behind warm and is still tried.
+# 10 ms), was 1.08x behind warm (9.0 against 8.3 ms) and is still tried.
 COLD_TRY_WITHIN = 1.5
 
 
