@@ -558,8 +558,8 @@ class Plan:
         return None if self._stretch is None else self._stretch[1]
 
     def _single_hopeless(self) -> bool:
-        """Whether one thread was far behind the trial's mode in the last trial (COLD_TRY_WITHIN;
-        given up: not timed to the end), so that cold stretches do not try it."""
+        """Whether one thread was more than COLD_TRY_WITHIN times slower than the trial's mode in
+        the last trial, so that cold stretches do not try it."""
         medians = self.mode_medians
         single, chosen = medians.get("single"), medians.get(self.mode)
         return single is None or chosen is None or single > COLD_TRY_WITHIN * chosen
@@ -767,11 +767,11 @@ COLD_RETRY = 100
 # 2 and 3) 2.43-2.60 ms against 2.05 for a split (NumPy by hand 2.03-2.08).
 COLD_MARGIN = 0.2
 # Cold stretches try one thread only if it was within this factor of the trial's mode in the
-# plan's last trial (or the trial gave it up: MODE_GIVE_UP). The choice costs its stretches on
-# one thread: the MLP's (one thread 4.82 ms a call in its trial, a split 2.63) made nine of a
-# protocol's 36 calls after 0.5 s idle at ~4.8 ms, its median 3.05 ms against 2.60 for NumPy
-# by hand; the slim ResNet's, which lost 40% to a split after idle on a 2-vCPU VM (17 against
-# 10 ms), was 1.08x behind warm (9.0 against 8.3 ms) and is still tried.
+# plan's last trial (a mode the trial gave up on, MODE_GIVE_UP, is beyond it). The choice costs
+# its stretches on one thread: the MLP's (one thread 4.82 ms a call in its trial, a split 2.63)
+# made nine of a protocol's 36 calls after 0.5 s idle at ~4.8 ms, its median 3.05 ms against
+# 2.60 for NumPy by hand; the slim ResNet, which lost 40% to a split after idle on a 2-vCPU VM
+# (17 against 10 ms), was 1.08x behind warm (9.0 against 8.3 ms) and is still tried.
 COLD_TRY_WITHIN = 1.5
 
 
