@@ -55,6 +55,7 @@ def test_blocks_shared_among_threads_give_the_single_thread_values(xs, fs, strid
     feeds = {x: xv, f: fv, dy: dyv}
     # One batch entry a block, every convolution large enough to share its blocks.
     monkeypatch.setattr(conv, "SCRATCH_BYTES", 1)
+    monkeypatch.setattr(conv, "MIN_BLOCK_ROWS", 0)
     monkeypatch.setattr(conv.ks, "threads_for", lambda work, per_thread: 1)
     one = gr.Session(graph, backend="numpy").run([y, dx, df], feeds)
     calls = []
@@ -180,6 +181,7 @@ def test_compiled_convolution_loops_match_numpy(xs, fs, stride, dilation, paddin
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for shared in (1, 2):
         monkeypatch.setattr(conv, "SCRATCH_BYTES", 1)
+        monkeypatch.setattr(conv, "MIN_BLOCK_ROWS", 0)
         monkeypatch.setattr(conv.ks, "threads_for", lambda work, per_thread, n=shared: n)
         session = gr.Session(graph, backend="numba")
         assert wait_for_kernels(120)
@@ -192,6 +194,62 @@ def test_compiled_convolution_loops_match_numpy(xs, fs, stride, dilation, paddin
     bound = tol * 1000 * max(1.0, abs(inner))
     assert abs(float(np.sum(dxv.astype(np.float64) * xv)) - inner) < bound
     assert abs(float(np.sum(dfv.astype(np.float64) * fv)) - inner) < bound
+
+
+def _blocks(n, oh, ow, bytes_per_entry):
+    part = conv._Conv.__new__(conv._Conv)
+    part.n, part.oh, part.ow = n, oh, ow
+    return part.batch_blocks(bytes_per_entry)
+
+
+def test_blocks_hold_enough_output_positions_for_their_products(monkeypatch):
+    """Blocks within SCRATCH_BYTES that would hold fewer than MIN_BLOCK_ROWS positions grow to
+    about that many, of nearly equal size, within ROWS_SCRATCH_BYTES; a batch the scratch
+    already takes whole, or blocks already that large, stay as they were."""
+    monkeypatch.setattr(conv, "SCRATCH_BYTES", 1000)
+    monkeypatch.setattr(conv, "MIN_BLOCK_ROWS", 100)
+    monkeypatch.setattr(conv, "ROWS_SCRATCH_BYTES", 10_000)
+    # 7x7 = 49 positions an entry, 100 bytes: 10 entries within the scratch, 490 rows: kept.
+    assert _blocks(32, 7, 7, 100) == [(0, 10), (10, 20), (20, 30), (30, 32)]
+    # 3x3 = 9 positions, 600 bytes: one entry a block would hold 9 rows; 12 entries hold 100,
+    # three blocks of 11 or 10 entries instead of 12, 12, 8.
+    assert _blocks(32, 3, 3, 600) == [(0, 11), (11, 22), (22, 32)]
+    # Within ROWS_SCRATCH_BYTES: 2,000 bytes an entry, at most 5 entries a block.
+    assert _blocks(32, 3, 3, 2000) == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 25), (25, 30), (30, 32)]
+    # A batch that fits one block: one block.
+    assert _blocks(4, 3, 3, 600) == [(0, 4)]
+    monkeypatch.setattr(conv, "MIN_BLOCK_ROWS", 0)
+    assert _blocks(5, 3, 3, 600) == [(i, i + 1) for i in range(5)]
+
+
+def test_grown_blocks_give_the_values_of_one_entry_blocks(monkeypatch):
+    """Forward, input and filter backprops with blocks of many entries (MIN_BLOCK_ROWS) equal
+    those with one entry a block, and the einsum reference."""
+    rng = np.random.default_rng(3)
+    xs, fs = (9, 5, 5, 16), (3, 3, 16, 12)
+    graph = gr.Graph()
+    with graph.as_default():
+        x = gr.placeholder(gr.float64, xs)
+        f = gr.placeholder(gr.float64, fs)
+        y = gr.apply_op("Conv2D", x, f, strides=[1, 1, 1, 1], padding="SAME")
+        dy = gr.placeholder(gr.float64, y.shape)
+        dx = gr.apply_op("Conv2DBackpropInput", gr.constant(list(xs)), f, dy, strides=[1, 1, 1, 1], padding="SAME")
+        df = gr.apply_op("Conv2DBackpropFilter", x, gr.constant(list(fs)), dy, strides=[1, 1, 1, 1], padding="SAME")
+    feeds = {x: rng.standard_normal(xs), f: rng.standard_normal(fs), dy: rng.standard_normal((9, 5, 5, 12))}
+    monkeypatch.setattr(conv, "SCRATCH_BYTES", 1)
+    seen = []
+    real = conv._Conv.batch_blocks
+    monkeypatch.setattr(conv._Conv, "batch_blocks", lambda self, b: seen.append(real(self, b)) or seen[-1])
+    monkeypatch.setattr(conv, "MIN_BLOCK_ROWS", 0)
+    single = gr.Session(graph, backend="numpy").run([y, dx, df], feeds)
+    assert seen and all(len(blocks) == 9 for blocks in seen)
+    seen.clear()
+    monkeypatch.setattr(conv, "MIN_BLOCK_ROWS", 100)      # 25 positions an entry: 4 entries, 3 blocks of 3
+    grown = gr.Session(graph, backend="numpy").run([y, dx, df], feeds)
+    assert seen and all(blocks == [(0, 3), (3, 6), (6, 9)] for blocks in seen)
+    for a, b in zip(single, grown):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grown[0], _reference_conv(feeds[x], feeds[f], 1, "SAME"), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])

@@ -84,8 +84,15 @@ class _Conv:
 
     def batch_blocks(self, bytes_per_entry: int) -> list[tuple[int, int]]:
         """The batch in blocks whose scratch (``bytes_per_entry`` each) stays within
-        SCRATCH_BYTES (at least one entry a block)."""
+        SCRATCH_BYTES (at least one entry a block), unless a block would then hold fewer than
+        MIN_BLOCK_ROWS output positions: then blocks of about that many (within
+        ROWS_SCRATCH_BYTES), of nearly equal size."""
         step = max(1, SCRATCH_BYTES // max(1, bytes_per_entry))
+        positions = max(1, self.oh * self.ow)
+        if step * positions < MIN_BLOCK_ROWS and self.n > step:
+            step = min(self.n, -(-MIN_BLOCK_ROWS // positions), max(step, ROWS_SCRATCH_BYTES // max(1, bytes_per_entry)))
+            blocks = -(-self.n // step)
+            step = -(-self.n // blocks)
         return [(i, min(self.n, i + step)) for i in range(0, self.n, step)]
 
     @property
@@ -182,6 +189,15 @@ BLOCK_FLOPS_PER_THREAD = 2e6
 # im2col matrices are made a block of the batch at a time, each within this many bytes: a
 # whole batch's would be kh*kw times the input, the largest transient of a CNN step.
 SCRATCH_BYTES = 1 << 19
+# ... but a block's products need rows: a block holds at least this many output positions
+# (their im2col rows, the summed dimension of a filter backprop's product), its scratch then up
+# to ROWS_SCRATCH_BYTES. ResNet50's 3x3 convolutions at batch 32 on one thread (the 2-vCPU Zen 4
+# of docs/benchmarks.md, 2026-12-02): at 7x7x512, one entry a block (49 rows) ran the filter
+# backprop at 35 GFLOP/s (each block's 4608x512 partial product summed into the total) and the
+# forward at 53; with 2048 rows, 89 and 89. At 14x14x256 (196 rows) 45 -> 80-85 and 70 -> 80;
+# at 28x28x128 (784 rows) 51 -> 58-66 and 62 -> 60-68.
+MIN_BLOCK_ROWS = 2048
+ROWS_SCRATCH_BYTES = 1 << 25
 
 
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
