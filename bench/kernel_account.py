@@ -15,12 +15,13 @@ loop's kernel when the loop is a functional While (counted there); a v1 loop's a
 
 Kernels of the same op type are one line: e.g. all of a model's Conv2DBackpropFilter, whatever
 their shapes; with ``--by-node`` each shape of convolution is a line of its own (input * filter
-/ stride), with the rate its static shapes give (GFLOP/s: twice its multiply-adds over its time). What the timers change: a timed kernel cannot take over an input's buffer (the
-timer holds a reference to it), so fused loops that would write into one allocate instead and
-read high (MobileNetV2-224: the step 755 ms bare, 872 ms timed); kernels run as side tasks on
-another thread overlap the rest, so the kernels' sum can exceed the step. Read the shares, not
-the sum, and compare the step with and without the timers. It measures one process, as the
-machine is (load printed): compare two figures from it only when taken the same minute.
+/ stride), with the rate its static shapes give (GFLOP/s: twice its multiply-adds over its time).
+What the timers change: a timed kernel cannot take over an input's buffer (the timer holds a
+reference to it), so fused loops that would write into one allocate instead and read high
+(MobileNetV2-224: the step 755 ms bare, 872 ms timed); kernels run as side tasks on another
+thread overlap the rest, so the kernels' sum can exceed the step. Read the shares, not the sum,
+and compare the step with and without the timers. It measures one process, as the machine is
+(load printed): compare two figures from it only when taken the same minute.
 """
 from __future__ import annotations
 

@@ -90,7 +90,8 @@ class _Conv:
         step = max(1, SCRATCH_BYTES // max(1, bytes_per_entry))
         positions = max(1, self.oh * self.ow)
         if step * positions < MIN_BLOCK_ROWS and self.n > step:
-            step = min(self.n, -(-MIN_BLOCK_ROWS // positions), max(step, ROWS_SCRATCH_BYTES // max(1, bytes_per_entry)))
+            most = max(step, ROWS_SCRATCH_BYTES // max(1, bytes_per_entry))
+            step = min(self.n, -(-MIN_BLOCK_ROWS // positions), most)
             blocks = -(-self.n // step)
             step = -(-self.n // blocks)
         return [(i, min(self.n, i + step)) for i in range(0, self.n, step)]
