@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import collections
 import gc
+import math
 import os
 import re
 import sys
@@ -83,22 +84,25 @@ def conv_flops(op) -> float | None:
         return None
     forward = op.type in ("Conv2D", "DepthwiseConv2dNative")
     out = op.outputs[0] if forward else op.inputs[2]
-    filt = op.outputs[0] if op.type.endswith("BackpropFilter") else op.inputs[1]
+    filt = _filter(op)
     if not out.shape.is_fully_defined() or not filt.shape.is_fully_defined():
         return None
     kh, kw, depth, _ = filt.shape.as_list()
     if op.type.startswith("Depthwise"):
         depth = 1
-    size = 1
-    for d in out.shape.as_list():
-        size *= d
-    return 2.0 * size * kh * kw * depth
+    return 2.0 * math.prod(out.shape.as_list()) * kh * kw * depth
+
+
+def _filter(op):
+    """A convolution node's filter, or for a filter backprop its output (the filter's shape)."""
+    from gradreg_plugins.nn.conv import filter_tensor
+    return filter_tensor(op, "filter" if op.type.endswith("BackpropFilter") else "forward")
 
 
 def _node_label(op, by_node: bool) -> str:
     if not by_node or op.type not in _CONVOLUTIONS:
         return op.type
-    filt = op.outputs[0] if op.type.endswith("BackpropFilter") else op.inputs[1]
+    filt = _filter(op)
     data = op.outputs[0] if op.type.endswith("BackpropInput") else op.inputs[0]
     strides = op.get_attr("strides")
     return (f"{op.type} {'x'.join(map(str, data.shape.as_list()))} * {'x'.join(map(str, filt.shape.as_list()))}"
